@@ -1,0 +1,3 @@
+fn main() {
+    print!("{}", kerf_api::crds_yaml().unwrap());
+}

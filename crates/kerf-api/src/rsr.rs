@@ -1,0 +1,486 @@
+//! `RightsizingRecommendation` (rsr): one per workload, the hub's recommendation mirrored
+//! next to its workload (spec) and what the agent did with it (status).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+use crate::duration::{GoDuration, UnitDecimal};
+use crate::event::Event;
+use crate::policy::{Mode, RecommendationSettings, Strategy, WorkloadKind};
+use crate::quantity::{Resource, ResourceRequirements, ResourceValues};
+
+/// The hub's recommendation for one workload, and the agent's record of it.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kerf.getkerf.dev",
+    version = "v1alpha1",
+    kind = "RightsizingRecommendation",
+    plural = "rightsizingrecommendations",
+    shortname = "rsr",
+    namespaced,
+    status = "RightsizingRecommendationStatus",
+    printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.workloadRef.kind"}"#,
+    printcolumn = r#"{"name":"Workload","type":"string","jsonPath":".spec.workloadRef.name"}"#,
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".status.summary.mode"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Strategy","type":"string","jsonPath":".status.strategy.effective"}"#,
+    printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.summary.cpu"}"#,
+    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.summary.memory"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.summary.reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RightsizingRecommendationSpec {
+    /// The workload this recommendation is for.
+    pub workload_ref: WorkloadRef,
+    /// The hub's id of the recommendation.
+    #[serde(rename = "recommendationID")]
+    #[schemars(length(max = 128))]
+    pub recommendation_id: String,
+    /// When the hub made the recommendation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_at: Option<DateTime<Utc>>,
+    /// The workload's confidence: the lowest of its containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<UnitDecimal>,
+    /// How much usage data the recommendation rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_coverage: Option<DataCoverage>,
+    /// The recommender settings the hub used (echoed, compared with the effective policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<RecommendationSettings>,
+    /// Recommended values per container.
+    #[schemars(length(max = 64))]
+    pub containers: Vec<ContainerRecommendation>,
+    /// A mirror of a hub approval of this recommendation (never an input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRef>,
+}
+
+/// Reference to the workload.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadRef {
+    /// Deployment, StatefulSet or DaemonSet.
+    pub kind: WorkloadKind,
+    /// Name of the workload.
+    #[schemars(length(max = 253))]
+    pub name: String,
+    /// UID of the workload the rsr was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub uid: Option<String>,
+}
+
+/// Usage data behind a recommendation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DataCoverage {
+    /// Time covered by usage data.
+    pub covered: GoDuration,
+    /// The recommender's window.
+    pub window: GoDuration,
+}
+
+/// Flags the hub sets on a container (design D7).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContainerFlag {
+    /// CPU is throttled: no CPU decrease.
+    Throttled,
+    /// The container was OOM-killed: no memory decrease.
+    OomKilled,
+    /// A JVM with a fixed maximum heap: memory audit-only.
+    JvmFixedHeap,
+    /// A JVM.
+    Jvm,
+    /// A Python interpreter.
+    Python,
+}
+
+/// Recommended values of one container.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRecommendation {
+    /// Container name.
+    #[schemars(length(max = 63))]
+    pub name: String,
+    /// Recommended requests; an absent key is no recommendation for that resource.
+    #[serde(default)]
+    pub requests: ResourceValues,
+    /// Recommended limits; an absent key keeps the current limit.
+    #[serde(default)]
+    pub limits: ResourceValues,
+    /// Limits to remove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2))]
+    pub remove_limits: Vec<Resource>,
+    /// The container's confidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<UnitDecimal>,
+    /// Hub flags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub flags: Vec<ContainerFlag>,
+}
+
+/// A hub approval of one recommendation (design D27).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRef {
+    /// The approval's id.
+    #[schemars(length(max = 128))]
+    pub approval_id: String,
+    /// Who approved it.
+    #[schemars(length(max = 256))]
+    pub approved_by: String,
+}
+
+/// The phase of an rsr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Not decided yet.
+    Pending,
+    /// Nothing to do (mode, tolerance, stale settings).
+    Skipped,
+    /// A guardrail holds the change.
+    Blocked,
+    /// Waiting for a maintenance window.
+    Deferred,
+    /// A change is going in.
+    Applying,
+    /// The change's values are live.
+    Applied,
+    /// The health watch restored the previous values.
+    RolledBack,
+    /// The workload left auto-patch; field ownership was released.
+    Released,
+}
+
+/// The effective mode of each resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EffectiveModes {
+    /// CPU.
+    pub cpu: Mode,
+    /// Memory.
+    pub memory: Mode,
+}
+
+/// The strategy the agent uses for this workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategyStatus {
+    /// The strategy the policy or annotation configures.
+    pub configured: Strategy,
+    /// The strategy in use: `rollout` after a fallback, until `configured` changes.
+    pub effective: Strategy,
+    /// Why the effective strategy differs (ResizeInfeasible, ResizeDeferredTimeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub fallback_reason: Option<String>,
+}
+
+/// Short strings for `kubectl get rsr` (design D5).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Summary {
+    /// CPU request, `current→recommended` while they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub cpu: Option<String>,
+    /// Memory request, `current→recommended` while they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub memory: Option<String>,
+    /// `cpu:<mode>,memory:<mode>`, or one mode when both are equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub mode: Option<String>,
+    /// The current reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub reason: Option<String>,
+}
+
+/// State of the change in flight (or the last one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ChangeState {
+    /// Recorded, no actuating write made yet.
+    Intent,
+    /// Actuating writes under way.
+    Applying,
+    /// The values are live; the health watch runs or ran.
+    Applied,
+    /// A rollback is under way.
+    RollingBack,
+    /// The previous values are restored.
+    RolledBack,
+    /// Field ownership was released.
+    Released,
+}
+
+/// Values of one container before and after a change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContainerChange {
+    /// Container name.
+    #[schemars(length(max = 63))]
+    pub name: String,
+    /// Values before.
+    pub from: ResourceRequirements,
+    /// Values after.
+    pub to: ResourceRequirements,
+}
+
+/// When an HPA target is written relative to the template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HpaOrder {
+    /// Before the template patch (a lower target).
+    Before,
+    /// After the rollout completes (a higher target).
+    After,
+}
+
+/// A coordinated HPA target change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HpaChange {
+    /// HPA name.
+    #[schemars(length(max = 253))]
+    pub name: String,
+    /// The resource the HPA scales on.
+    pub resource: Resource,
+    /// Target utilization before, percent.
+    pub from: i32,
+    /// Target utilization after, percent.
+    pub to: i32,
+    /// Written before the template patch or after the rollout.
+    pub order: HpaOrder,
+    /// Whether the target has been written.
+    #[serde(default)]
+    pub written: bool,
+}
+
+/// Event ids of a change's lifecycle events, so a resumed action re-emits with the same ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventIds {
+    /// Id of the `applied` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// Id of the `fallback` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// Id of the `rolled_back` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<String>,
+    /// Id of the `released` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<String>,
+    /// Id of the `failed` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// Progress of an in-place change.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeProgress {
+    /// Pods whose resize the kubelet accepted.
+    pub pods_accepted: i32,
+    /// Pods targeted.
+    pub pods_total: i32,
+}
+
+/// The intent record: the change in flight, or the last one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeRecord {
+    /// The change's id.
+    #[schemars(length(max = 64))]
+    pub id: String,
+    /// Where the change is.
+    pub state: ChangeState,
+    /// The recommendation applied.
+    #[serde(rename = "recommendationID")]
+    #[schemars(length(max = 128))]
+    pub recommendation_id: String,
+    /// The hub approval this change carries out (ApprovedOnce only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub approval_id: Option<String>,
+    /// The strategy that carries (or carried) the change.
+    pub strategy: Strategy,
+    /// Resources the change touches.
+    #[schemars(length(max = 2))]
+    pub resources: Vec<Resource>,
+    /// When the intent was recorded.
+    pub started_at: DateTime<Utc>,
+    /// When the first resize request was sent (in-place; `fallbackAfter` counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_resize_at: Option<DateTime<Utc>>,
+    /// When the change became live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<DateTime<Utc>>,
+    /// Values per container before and after.
+    #[schemars(length(max = 64))]
+    pub containers: Vec<ContainerChange>,
+    /// A coordinated HPA target change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hpa: Option<HpaChange>,
+    /// Ids of the change's lifecycle events.
+    #[serde(default)]
+    pub event_ids: EventIds,
+    /// Lifecycle events not yet acknowledged by the hub (design D25).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub pending_events: Vec<Event>,
+    /// Progress of an in-place change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ChangeProgress>,
+}
+
+/// Live values of one container (in-place only, design D20).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveContainer {
+    /// Container name.
+    #[schemars(length(max = 63))]
+    pub name: String,
+    /// Full resulting requests.
+    #[serde(default)]
+    pub requests: ResourceValues,
+    /// Full resulting limits.
+    #[serde(default)]
+    pub limits: ResourceValues,
+    /// The template's values at the change; the webhook patches only pods still at base.
+    pub base: ResourceRequirements,
+}
+
+/// Values the webhook gives new pods.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LiveValues {
+    /// Per container.
+    #[schemars(length(max = 64))]
+    pub containers: Vec<LiveContainer>,
+}
+
+/// Counters of one container when the watch started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Baseline {
+    /// restartCount at the baseline.
+    pub restarts: i32,
+    /// OOM kills seen at the baseline.
+    pub oom_kills: i32,
+}
+
+/// The health watch of the last change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchStatus {
+    /// When the watch started.
+    pub start: DateTime<Utc>,
+    /// When it ends (unknown while a rollout is still running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
+    /// Baselines per pod UID and container.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baselines: BTreeMap<String, BTreeMap<String, Baseline>>,
+    /// Counters of pods beyond the per-pod cap, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregated: Option<Baseline>,
+}
+
+/// The last rollback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackRecord {
+    /// When it happened.
+    pub time: DateTime<Utc>,
+    /// OOMKills, Restarts or Throttling.
+    #[schemars(length(max = 64))]
+    pub reason: String,
+    /// Resources restored.
+    #[schemars(length(max = 2))]
+    pub resources: Vec<Resource>,
+    /// The change rolled back.
+    #[schemars(length(max = 64))]
+    pub change_id: String,
+}
+
+/// A skip or block already reported (for de-duplication across restarts).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedKey {
+    /// skipped or blocked (or failed).
+    #[serde(rename = "type")]
+    #[schemars(length(max = 32))]
+    pub type_: String,
+    /// The reason reported.
+    #[schemars(length(max = 64))]
+    pub reason: String,
+    /// The resource, for per-resource reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    /// Hash of the hub's recommended values when reported.
+    #[schemars(length(max = 64))]
+    pub values_hash: String,
+    /// Hash of the effective policy's values when reported.
+    #[schemars(length(max = 64))]
+    pub policy_hash: String,
+    /// The recommended values when reported, per `container/resource`, to compare against
+    /// the tolerance.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, String>,
+}
+
+/// What the agent did with the recommendation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RightsizingRecommendationStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Pending, Skipped, Blocked, Deferred, Applying, Applied, RolledBack or Released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Effective mode per resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<EffectiveModes>,
+    /// Configured and effective strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<StrategyStatus>,
+    /// Short strings for the printer columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Conditions: Valid, Blocked, Applied, HealthWatch, Progressing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub conditions: Vec<Condition>,
+    /// The intent record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<ChangeRecord>,
+    /// Values the webhook hands to new pods (in-place only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveValues>,
+    /// The health watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchStatus>,
+    /// The last rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rollback: Option<RollbackRecord>,
+    /// When the next maintenance window opens (deferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<DateTime<Utc>>,
+    /// Skips and blocks already reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub reported: Vec<ReportedKey>,
+    /// Approvals already carried out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(max = 128)))]
+    pub consumed_approvals: Vec<String>,
+}

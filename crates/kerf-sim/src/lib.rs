@@ -1,0 +1,1 @@
+//! kerf-sim: a simulated Kubernetes API server, controllers, kubelet and dev hub.
