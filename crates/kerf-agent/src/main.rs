@@ -1,3 +1,4 @@
-fn main() {
-    print!("{}", kerf_api::crds_yaml().unwrap());
+fn main() -> Result<(), serde_json::Error> {
+    print!("{}", kerf_api::crds_yaml()?);
+    Ok(())
 }
