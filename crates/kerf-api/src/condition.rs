@@ -4,6 +4,11 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The pattern of a condition reason, as `metav1.Condition` declares it. Every event
+/// reason of the events contract matches it, so a condition that reports an event's cause
+/// carries the event's reason spelled the same (EV-22).
+pub const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+
 /// Status of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ConditionStatus {
@@ -26,7 +31,7 @@ pub struct Condition {
     /// True, False or Unknown.
     pub status: ConditionStatus,
     /// CamelCase reason; a condition that reports an event's cause uses the event reason.
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), pattern(CONDITION_REASON_PATTERN))]
     pub reason: String,
     /// Human-readable message.
     #[serde(default)]

@@ -5,13 +5,16 @@
 pub mod condition;
 pub mod duration;
 pub mod event;
+pub mod hub;
 pub mod policy;
 pub mod quantity;
 pub mod rsr;
+pub mod validate;
+pub mod wellknown;
 
 pub use condition::{Condition, ConditionStatus};
 pub use duration::{GoDuration, UnitDecimal};
-pub use event::{Event, EventType, EventWorkload};
+pub use event::{Event, EventError, EventType, EventWorkload};
 pub use policy::{
     ApplySettings, Guardrails, HpaSettings, Mode, RecommendationSettings, RightsizingPolicy,
     RightsizingPolicySpec, RollbackSettings, Strategy, Window, WorkloadKind,

@@ -22,6 +22,7 @@ use crate::quantity::Quantity;
     kind = "RightsizingPolicy",
     plural = "rightsizingpolicies",
     shortname = "rsp",
+    doc = "A RightsizingPolicy (cluster-scoped, short name rsp) selects workloads and says how Kerf may change their CPU and memory: the mode per resource, the recommender settings, the guardrails and health-watch thresholds, the apply strategy with its maintenance and freeze windows, and HPA coordination. An absent field means the policy does not set it; built-in or hub defaults apply.",
     status = "RightsizingPolicyStatus",
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
     printcolumn = r#"{"name":"Strategy","type":"string","jsonPath":".spec.apply.strategy"}"#,
@@ -33,30 +34,30 @@ use crate::quantity::Quantity;
 pub struct RightsizingPolicySpec {
     /// Higher wins where several policies match a workload; a tie goes to the smallest
     /// name. Default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
     /// Which workloads the policy applies to. Every part that is set must match; an empty
     /// selector matches every workload.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<PolicySelector>,
     /// Mode for both resources: off, audit or auto-patch. Default audit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// Mode per resource; overrides `mode` for that resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceModes>,
     /// Settings the hub's recommender uses; a recommendation made with other settings is
     /// stale.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub recommendation: Option<RecommendationSettings>,
     /// Limits on what a change may do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub guardrails: Option<Guardrails>,
     /// How and when a change goes in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub apply: Option<ApplySettings>,
     /// Coordination with HorizontalPodAutoscalers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hpa: Option<HpaSettings>,
 }
 
@@ -64,18 +65,18 @@ pub struct RightsizingPolicySpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicySelector {
-    /// Namespace names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Namespace names (up to 256). Default: every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256), inner(length(max = 63)))]
     pub namespaces: Option<Vec<String>>,
-    /// Labels of the namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Labels of the namespace. Default: every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
-    /// Labels of the workload.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Labels of the workload. Default: every workload.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workload_selector: Option<LabelSelector>,
     /// Workload kinds. Default: Deployment, StatefulSet and DaemonSet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 3))]
     pub kinds: Option<Vec<WorkloadKind>>,
 }
@@ -85,10 +86,10 @@ pub struct PolicySelector {
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     /// Labels that must all be equal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub match_labels: Option<BTreeMap<String, String>>,
     /// Requirements that must all hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
 }
@@ -102,7 +103,7 @@ pub struct LabelSelectorRequirement {
     /// In, NotIn, Exists or DoesNotExist.
     pub operator: LabelSelectorOperator,
     /// Values for In and NotIn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(max = 63)))]
     pub values: Option<Vec<String>>,
 }
@@ -162,7 +163,8 @@ impl std::fmt::Display for WorkloadKind {
     }
 }
 
-/// What the agent may do with a resource.
+/// What the agent may do with a resource: off, audit or auto-patch. Where no layer sets
+/// it, the mode is audit.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -206,22 +208,23 @@ impl std::fmt::Display for Mode {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceModes {
     /// CPU requests and limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<ResourceMode>,
     /// Memory requests and limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<ResourceMode>,
 }
 
 /// The mode of one resource.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceMode {
-    /// off, audit or auto-patch; overrides the policy's `mode` for this resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// off, audit or auto-patch; overrides the policy's `mode` for this resource. Default:
+    /// the policy's `mode`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
 }
 
-/// How a recommendation treats limits.
+/// How a recommendation treats limits: Keep (the hub's default), Ratio or Remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum LimitsHandling {
     /// Keep the current limits.
@@ -239,22 +242,22 @@ pub enum LimitsHandling {
 #[serde(rename_all = "camelCase")]
 pub struct RecommendationSettings {
     /// Usage window the recommender reads (Go duration). Hub default 336h.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<GoDuration>,
     /// CPU usage percentile, 1 to 100. Hub default 90.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub cpu_percentile: Option<u8>,
     /// Memory usage percentile, 1 to 100. Hub default 99.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub memory_percentile: Option<u8>,
     /// Headroom added to the percentile, 0 to 1000 percent. Hub default 15.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1000))]
     pub headroom_percent: Option<u16>,
     /// Limit handling: Keep, Ratio or Remove. Hub default Keep.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsHandling>,
 }
 
@@ -263,28 +266,28 @@ pub struct RecommendationSettings {
 #[serde(rename_all = "camelCase")]
 pub struct Guardrails {
     /// Minimum usage data before a workload may be changed. Default 168h.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub learning_period: Option<GoDuration>,
     /// Minimum confidence of the recommendation, a quoted decimal from 0 to 1. Default "0.7".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_confidence: Option<UnitDecimal>,
     /// How far one step may lower a value, in percent of the current value, 1 to 100.
     /// Default 50.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub max_change_percent: Option<u8>,
     /// Lowest CPU request the agent sets. Default 10m.
-    #[serde(default, rename = "minCPU", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "minCPU", skip_serializing_if = "Option::is_none")]
     pub min_cpu: Option<Quantity>,
     /// Lowest memory request the agent sets. Default 32Mi.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_memory: Option<Quantity>,
     /// Minimum time between two changes, and after a rollback before decreases of the
     /// rolled-back resource. Default 24h.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cooldown: Option<GoDuration>,
     /// The health watch after a change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackSettings>,
 }
 
@@ -293,23 +296,23 @@ pub struct Guardrails {
 #[serde(rename_all = "camelCase")]
 pub struct RollbackSettings {
     /// How long the watch lasts after a change. Default 30m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub watch_duration: Option<GoDuration>,
     /// OOM kills that roll memory back. Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub oom_kills: Option<u32>,
     /// Container restarts that roll back every resource the change touched. Default 3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub restarts: Option<u32>,
     /// Share of throttled CFS periods that rolls CPU back, a quoted decimal from 0 to 1.
     /// Default "0.25".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub throttling_ratio: Option<UnitDecimal>,
 }
 
-/// How a change is applied.
+/// How a change is applied: in-place (the default), rollout or deferred.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -354,23 +357,23 @@ impl std::fmt::Display for Strategy {
 #[serde(rename_all = "camelCase")]
 pub struct ApplySettings {
     /// in-place, rollout or deferred. Default in-place.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<Strategy>,
     /// How long a resize may stay Deferred before the change falls back to a rollout.
     /// Default 10m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_after: Option<GoDuration>,
     /// A deferred change starts only with at least this much of the window left. Default 30m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_window_remaining: Option<GoDuration>,
     /// Windows in which a deferred change may go in (at most 16). An invalid window counts
-    /// as closed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// as closed. Default none: a deferred change waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub maintenance_windows: Option<Vec<Window>>,
     /// Windows in which nothing is applied or released (at most 16). An invalid window
-    /// counts as open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// counts as open. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub freeze_windows: Option<Vec<Window>>,
 }
@@ -385,28 +388,28 @@ pub struct ApplySettings {
         "message": "a window is either schedule and duration (with an optional timeZone) or start and end"
     },
     {
-        "rule": "!has(self.start) || !has(self.end) || timestamp(self.start) < timestamp(self.end)",
+        "rule": "!has(self.start) || !has(self.end) || self.start < self.end",
         "message": "end must be after start"
     }
 ]))]
 pub struct Window {
     /// A 5-field cron expression (minute hour day-of-month month day-of-week).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub schedule: Option<String>,
     /// How long the window stays open from each time the schedule fires (Go duration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<GoDuration>,
     /// IANA time zone the schedule is read in. Default UTC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub time_zone: Option<String>,
     /// Start of a one-off window (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), extend("format" = "date-time"))]
     pub start: Option<String>,
     /// End of a one-off window (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), extend("format" = "date-time"))]
     pub end: Option<String>,
 }
@@ -422,14 +425,14 @@ pub struct Window {
 ]))]
 pub struct HpaSettings {
     /// Scale a utilization HPA's target with the requests. Default true.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub coordination: Option<bool>,
     /// Lowest target utilization a coordinated HPA may get, in percent. Default 50.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub min_target_utilization: Option<i32>,
     /// Highest target utilization a coordinated HPA may get, in percent. Default 90.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub max_target_utilization: Option<i32>,
 }

@@ -11,6 +11,13 @@ use std::fmt;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The pattern of a quantity written as a string, as Kubernetes checks it (`250m`, `1.5`,
+/// `512Mi`, `1e3`).
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// The longest quantity accepted as a string.
+pub const QUANTITY_MAX_LENGTH: usize = 64;
+
 /// A quantity such as `250m`, `1.5`, `512Mi` or `1e3`, kept as written.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Quantity(pub String);
@@ -81,9 +88,13 @@ impl JsonSchema for Quantity {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        // No `anyOf` branches: kube's structural rewriter strips their types, which would
+        // leave an `anyOf` that accepts anything. `maxLength` and `pattern` apply to strings
+        // only, so integers still pass.
         json_schema!({
             "x-kubernetes-int-or-string": true,
-            "anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 64}],
+            "maxLength": QUANTITY_MAX_LENGTH,
+            "pattern": QUANTITY_PATTERN,
         })
     }
 }

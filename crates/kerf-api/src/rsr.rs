@@ -22,6 +22,7 @@ use crate::quantity::{Resource, ResourceRequirements, ResourceValues};
     kind = "RightsizingRecommendation",
     plural = "rightsizingrecommendations",
     shortname = "rsr",
+    doc = "A RightsizingRecommendation (short name rsr) is the Kerf hub's CPU and memory recommendation for one workload, mirrored next to it by the agent (spec), and the agent's record of what it did with it (status: phase, effective mode and strategy, the change in flight, the health watch, the last rollback).",
     namespaced,
     status = "RightsizingRecommendationStatus",
     printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.workloadRef.kind"}"#,

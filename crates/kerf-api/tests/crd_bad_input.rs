@@ -1,0 +1,244 @@
+//! Bad policies: each fails to convert or to validate, with a message naming the field
+//! (design D3, section 11).
+
+use kerf_api::validate::{FieldError, policy_from_value, policy_spec_from_value, validate_policy};
+use serde_json::{Value, json};
+
+fn yaml(s: &str) -> Value {
+    serde_yaml::from_str(s).unwrap_or(Value::Null)
+}
+
+/// Converts the spec and validates it; the first error either step reports.
+fn errors_of(spec_yaml: &str) -> Vec<FieldError> {
+    match policy_spec_from_value(&yaml(spec_yaml)) {
+        Ok(spec) => validate_policy(&spec),
+        Err(e) => vec![e],
+    }
+}
+
+fn paths(errors: &[FieldError]) -> Vec<&str> {
+    errors.iter().map(|e| e.path.as_str()).collect()
+}
+
+#[test]
+fn the_documented_examples_are_valid() {
+    let spec = r#"
+priority: 10
+selector:
+  namespaces: [payments-prod]
+  kinds: [Deployment, StatefulSet]
+mode: audit
+resources:
+  cpu: {mode: auto-patch}
+  memory: {mode: audit}
+recommendation: {window: 336h, cpuPercentile: 90, memoryPercentile: 99, headroomPercent: 15, limits: Keep}
+guardrails:
+  learningPeriod: 336h
+  minConfidence: "0.8"
+  maxChangePercent: 30
+  minCPU: 50m
+  minMemory: 64Mi
+  cooldown: 48h
+  rollback: {watchDuration: 1h, oomKills: 1, restarts: 3, throttlingRatio: "0.2"}
+apply:
+  strategy: deferred
+  fallbackAfter: 10m
+  maintenanceWindows:
+    - {schedule: "0 2 * * 0", duration: 3h, timeZone: Europe/Berlin}
+    - {start: "2026-12-20T00:00:00Z", end: "2026-12-21T00:00:00Z"}
+  freezeWindows:
+    - {schedule: "0 18 * * 5", duration: 62h, timeZone: Europe/Berlin}
+hpa: {coordination: true, minTargetUtilization: 50, maxTargetUtilization: 90}
+"#;
+    assert_eq!(errors_of(spec), vec![]);
+}
+
+#[test]
+fn an_empty_spec_is_valid_and_sets_nothing() {
+    let spec = policy_spec_from_value(&json!({})).unwrap();
+    assert_eq!(spec.mode, None);
+    assert_eq!(spec.guardrails, None);
+    assert!(validate_policy(&spec).is_empty());
+    // Nothing is written back that the user did not set (design D1).
+    assert_eq!(serde_json::to_value(&spec).unwrap(), json!({}));
+}
+
+#[test]
+fn an_unknown_mode_names_spec_mode() {
+    let errs = errors_of("mode: aggressive");
+    assert_eq!(paths(&errs), ["spec.mode"]);
+    assert!(errs[0].message.contains("aggressive"), "{}", errs[0]);
+    let errs = errors_of("resources: {memory: {mode: yolo}}");
+    assert_eq!(paths(&errs), ["spec.resources.memory.mode"]);
+}
+
+#[test]
+fn an_unknown_strategy_names_the_field() {
+    let errs = errors_of("apply: {strategy: blue-green}");
+    assert_eq!(paths(&errs), ["spec.apply.strategy"]);
+}
+
+#[test]
+fn a_negative_max_change_percent_names_the_field() {
+    let errs = errors_of("guardrails: {maxChangePercent: -5}");
+    assert_eq!(paths(&errs), ["spec.guardrails.maxChangePercent"]);
+    assert!(errs[0].message.contains("-5"), "{}", errs[0]);
+}
+
+#[test]
+fn a_max_change_percent_of_101_names_the_field() {
+    let errs = errors_of("guardrails: {maxChangePercent: 101}");
+    assert_eq!(paths(&errs), ["spec.guardrails.maxChangePercent"]);
+    assert!(errs[0].message.contains("1 to 100"), "{}", errs[0]);
+    assert_eq!(errors_of("guardrails: {maxChangePercent: 0}").len(), 1);
+    assert!(errors_of("guardrails: {maxChangePercent: 100}").is_empty());
+    assert!(errors_of("guardrails: {maxChangePercent: 1}").is_empty());
+}
+
+#[test]
+fn a_window_with_schedule_and_start_names_the_window() {
+    let errs = errors_of(
+        r#"apply: {maintenanceWindows: [{schedule: "0 2 * * 0", duration: 1h}, {schedule: "0 2 * * 0", duration: 1h, start: "2026-01-01T00:00:00Z"}]}"#,
+    );
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[1].start"]);
+    assert!(
+        errs[0].message.contains("either schedule and duration"),
+        "{}",
+        errs[0]
+    );
+}
+
+#[test]
+fn a_schedule_without_duration_names_the_duration() {
+    let errs = errors_of(
+        r#"apply: {freezeWindows: [{schedule: "0 2 * * 0"}, {schedule: "0 3 * * 0", duration: 1h}, {schedule: "0 4 * * 0"}]}"#,
+    );
+    assert_eq!(
+        paths(&errs),
+        [
+            "spec.apply.freezeWindows[0].duration",
+            "spec.apply.freezeWindows[2].duration"
+        ]
+    );
+}
+
+#[test]
+fn a_one_off_window_must_end_after_it_starts() {
+    let errs = errors_of(
+        r#"apply: {maintenanceWindows: [{start: "2026-12-21T00:00:00Z", end: "2026-12-20T00:00:00Z"}]}"#,
+    );
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].end"]);
+    let errs = errors_of(
+        r#"apply: {maintenanceWindows: [{start: "tomorrow", end: "2026-12-20T00:00:00Z"}]}"#,
+    );
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].start"]);
+    let errs = errors_of(r#"apply: {maintenanceWindows: [{end: "2026-12-20T00:00:00Z"}]}"#);
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].start"]);
+}
+
+#[test]
+fn a_malformed_duration_names_the_field() {
+    let errs =
+        errors_of("apply: {maintenanceWindows: [{schedule: '0 2 * * *', duration: 3 hours}]}");
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].duration"]);
+    let errs = errors_of("guardrails: {cooldown: 1d, rollback: {watchDuration: 30x}}");
+    assert_eq!(
+        paths(&errs),
+        [
+            "spec.guardrails.cooldown",
+            "spec.guardrails.rollback.watchDuration"
+        ]
+    );
+    assert!(errors_of("guardrails: {cooldown: 1h30m, learningPeriod: 1s}").is_empty());
+}
+
+// rule: GR-10
+#[test]
+fn a_min_confidence_of_1_5_names_the_field() {
+    let errs = errors_of(r#"guardrails: {minConfidence: "1.5"}"#);
+    assert_eq!(paths(&errs), ["spec.guardrails.minConfidence"]);
+    assert!(errs[0].message.contains("0 to 1"), "{}", errs[0]);
+    let errs = errors_of(r#"guardrails: {rollback: {throttlingRatio: "-0.2"}}"#);
+    assert_eq!(paths(&errs), ["spec.guardrails.rollback.throttlingRatio"]);
+    assert!(
+        errors_of(r#"guardrails: {minConfidence: "1", rollback: {throttlingRatio: "0"}}"#)
+            .is_empty()
+    );
+}
+
+// rule: GR-10
+#[test]
+fn an_unquoted_min_confidence_fails_to_convert_naming_the_field() {
+    let errs = errors_of("guardrails: {minConfidence: 0.7}");
+    assert_eq!(paths(&errs), ["spec.guardrails.minConfidence"]);
+}
+
+// rule: AP-32
+#[test]
+fn seventeen_maintenance_windows_name_the_list() {
+    let window = json!({"schedule": "0 2 * * 0", "duration": "1h"});
+    let spec = json!({"apply": {"maintenanceWindows": vec![window.clone(); 17]}});
+    let errs = validate_policy(&policy_spec_from_value(&spec).unwrap());
+    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows"]);
+    assert!(errs[0].message.contains("at most 16"), "{}", errs[0]);
+    let spec = json!({"apply": {"maintenanceWindows": vec![window.clone(); 16], "freezeWindows": vec![window; 17]}});
+    let errs = validate_policy(&policy_spec_from_value(&spec).unwrap());
+    assert_eq!(paths(&errs), ["spec.apply.freezeWindows"]);
+}
+
+#[test]
+fn every_invalid_field_is_named_not_only_the_first() {
+    let errs = errors_of(
+        r#"
+guardrails: {minConfidence: "2", maxChangePercent: 0, minCPU: lots, rollback: {oomKills: 0}}
+recommendation: {cpuPercentile: 0}
+hpa: {minTargetUtilization: 90, maxTargetUtilization: 50}
+selector: {namespaces: ["a-namespace-name-that-is-much-longer-than-the-sixty-three-characters-allowed"]}
+"#,
+    );
+    assert_eq!(
+        paths(&errs),
+        [
+            "spec.selector.namespaces[0]",
+            "spec.recommendation.cpuPercentile",
+            "spec.guardrails.minConfidence",
+            "spec.guardrails.maxChangePercent",
+            "spec.guardrails.minCPU",
+            "spec.guardrails.rollback.oomKills",
+            "spec.hpa.minTargetUtilization",
+        ]
+    );
+}
+
+#[test]
+fn a_whole_object_that_does_not_convert_names_the_path_from_its_root() {
+    let obj = json!({
+        "apiVersion": "kerf.getkerf.dev/v1alpha1",
+        "kind": "RightsizingPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"apply": {"maintenanceWindows": [{}, {}, {"schedule": "x", "duration": 5}]}},
+    });
+    let err = policy_from_value(&obj).unwrap_err();
+    assert_eq!(err.path, "spec.apply.maintenanceWindows[2].duration");
+    assert!(
+        err.to_string()
+            .starts_with("spec.apply.maintenanceWindows[2].duration: "),
+        "{err}"
+    );
+    let rsr = json!({
+        "apiVersion": "kerf.getkerf.dev/v1alpha1",
+        "kind": "RightsizingRecommendation",
+        "metadata": {"name": "checkout", "namespace": "shop"},
+        "spec": {"workloadRef": {"kind": "CronJob", "name": "checkout"}, "recommendationID": "r", "containers": []},
+    });
+    let err = kerf_api::validate::recommendation_from_value(&rsr).unwrap_err();
+    assert_eq!(err.path, "spec.workloadRef.kind");
+}
+
+#[test]
+fn quantities_convert_from_strings_and_numbers_and_bad_ones_are_named() {
+    assert!(errors_of("guardrails: {minCPU: 1, minMemory: 64Mi}").is_empty());
+    assert!(errors_of("guardrails: {minCPU: 0.5}").is_empty());
+    let errs = errors_of("guardrails: {minMemory: 64MB}");
+    assert_eq!(paths(&errs), ["spec.guardrails.minMemory"]);
+}
