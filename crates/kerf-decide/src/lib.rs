@@ -1,1 +1,20 @@
 //! The pure decision core of the Kerf agent.
+
+pub mod dedup;
+pub mod duration;
+pub mod effective;
+pub mod explain;
+pub mod facts;
+pub mod hpa;
+pub mod jvm;
+pub mod pipeline;
+pub mod quantity;
+pub mod replicas;
+pub mod resources;
+pub mod select;
+pub mod strategy;
+pub mod window;
+
+pub use explain::{Explanation, explain};
+pub use facts::Facts;
+pub use pipeline::{Decision, Outcome, decide};

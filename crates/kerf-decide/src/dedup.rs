@@ -1,0 +1,196 @@
+//! De-duplication of skipped, blocked and failed reports (events contract; design D15,
+//! D25; rule readings 3 and 4).
+//!
+//! A report is keyed by (type, reason, resource): the workload is implicit, since the
+//! `reported` list lives in the workload's rsr status. A report is emitted when its key
+//! has not been reported, when any recommended value moved by the tolerance or more
+//! relative to the values last reported (EV-15), or once when the hash of the effective
+//! policy's values changed (EV-17). A new recommendation id alone changes nothing
+//! (EV-16): only values are compared. After a change is applied, rolled back or
+//! released, [`reset`] empties the list (EV-18). Throttled, OOMKilled and
+//! RestartPolicyRequired carry their resource in the key (EV-19).
+//!
+//! A report counts as reported only once the hub acknowledged it (design D25), so the
+//! API has two steps: [`should_emit`] decides, [`mark_reported`] records after the
+//! acknowledgement. [`retain_current`] drops keys the current decision no longer reports,
+//! so a reason that goes away and comes back is reported again ("until the reason
+//! changes").
+
+use std::collections::BTreeMap;
+
+use kerf_api::Resource;
+use kerf_api::event::EventType;
+use kerf_api::rsr::ReportedKey;
+use kerf_api::wellknown::{REASON_OOM_KILLED, REASON_RESTART_POLICY_REQUIRED, REASON_THROTTLED};
+use sha2::{Digest, Sha256};
+
+/// Why a report cannot be de-duplicated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DedupError {
+    /// Only skipped, blocked and failed reports are de-duplicated.
+    #[error("event type {0} is not de-duplicated")]
+    NotDeduplicated(&'static str),
+}
+
+/// The hub's recommended values, per `container/resource` (millicores, bytes).
+pub type RecommendedValues = BTreeMap<String, i64>;
+
+/// The key of `container`'s `resource` in [`RecommendedValues`].
+pub fn value_key(container: &str, resource: Resource) -> String {
+    format!("{container}/{}", resource.as_str())
+}
+
+/// A report the current decision would emit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// skipped, blocked or failed.
+    pub type_: EventType,
+    /// The reason.
+    pub reason: String,
+    /// The resource, for per-resource reports (see [`is_per_resource`]).
+    pub resource: Option<Resource>,
+}
+
+impl Candidate {
+    /// A report; the resource is kept only for the reasons de-duplicated per resource
+    /// (EV-19), and dropped otherwise.
+    pub fn new(
+        type_: EventType,
+        reason: &str,
+        resource: Option<Resource>,
+    ) -> Result<Candidate, DedupError> {
+        match type_ {
+            EventType::Skipped | EventType::Blocked | EventType::Failed => {}
+            other => return Err(DedupError::NotDeduplicated(other.as_str())),
+        }
+        let resource = resource.filter(|_| is_per_resource(reason));
+        Ok(Candidate {
+            type_,
+            reason: reason.to_owned(),
+            resource,
+        })
+    }
+
+    fn matches(&self, key: &ReportedKey) -> bool {
+        key.type_ == self.type_.as_str()
+            && key.reason == self.reason
+            && key.resource == self.resource
+    }
+}
+
+/// Whether reports with `reason` are de-duplicated per resource (EV-19).
+pub fn is_per_resource(reason: &str) -> bool {
+    [
+        REASON_THROTTLED,
+        REASON_OOM_KILLED,
+        REASON_RESTART_POLICY_REQUIRED,
+    ]
+    .contains(&reason)
+}
+
+/// What a report is compared against.
+#[derive(Clone, Copy, Debug)]
+pub struct DedupContext<'a> {
+    /// The hub's recommended values now.
+    pub values: &'a RecommendedValues,
+    /// `EffectivePolicy::values_hash()` now.
+    pub policy_hash: &'a str,
+    /// The agent's tolerance in thousandths of a percent (5 % = 5000).
+    pub tolerance_milli_percent: u32,
+}
+
+/// Sha256 (hex) of recommended values.
+pub fn values_hash(values: &RecommendedValues) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in values {
+        h.update(k.as_bytes());
+        h.update(b"=");
+        h.update(v.to_string().as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}
+
+/// Whether the current decision must emit `candidate`, given what was reported.
+pub fn should_emit(
+    reported: &[ReportedKey],
+    candidate: &Candidate,
+    ctx: &DedupContext<'_>,
+) -> bool {
+    let Some(key) = reported.iter().find(|k| candidate.matches(k)) else {
+        return true;
+    };
+    if key.policy_hash != ctx.policy_hash {
+        return true;
+    }
+    values_moved(&key.values, ctx.values, ctx.tolerance_milli_percent)
+}
+
+/// Whether any value moved by the tolerance or more relative to the values last reported.
+/// A value that appeared or disappeared counts as moved; so does a last reported value
+/// that does not parse.
+pub fn values_moved(
+    last: &BTreeMap<String, String>,
+    now: &RecommendedValues,
+    tolerance_milli_percent: u32,
+) -> bool {
+    if last.len() != now.len() || last.keys().any(|k| !now.contains_key(k)) {
+        return true;
+    }
+    now.iter().any(|(k, &v)| {
+        let old = last.get(k).and_then(|s| s.parse::<i64>().ok());
+        old.is_none_or(|old| moved(old, v, tolerance_milli_percent))
+    })
+}
+
+/// `new` differs from `old` by the tolerance or more (from 0, any other value moved).
+fn moved(old: i64, new: i64, tolerance_milli_percent: u32) -> bool {
+    if old == new {
+        return false;
+    }
+    let diff = (i128::from(new) - i128::from(old)).abs();
+    diff * 100_000 >= i128::from(tolerance_milli_percent) * i128::from(old).abs()
+}
+
+/// The reported list after the hub acknowledged `candidate`: its key now holds the current
+/// values and policy hash.
+pub fn mark_reported(
+    reported: &[ReportedKey],
+    candidate: &Candidate,
+    ctx: &DedupContext<'_>,
+) -> Vec<ReportedKey> {
+    let mut out: Vec<ReportedKey> = reported
+        .iter()
+        .filter(|k| !candidate.matches(k))
+        .cloned()
+        .collect();
+    out.push(ReportedKey {
+        type_: candidate.type_.as_str().to_owned(),
+        reason: candidate.reason.clone(),
+        resource: candidate.resource,
+        values_hash: values_hash(ctx.values),
+        policy_hash: ctx.policy_hash.to_owned(),
+        values: ctx
+            .values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect(),
+    });
+    out
+}
+
+/// The reported list with only the keys the current decision still reports, so a
+/// reason that stops and later returns is reported again.
+pub fn retain_current(reported: &[ReportedKey], current: &[Candidate]) -> Vec<ReportedKey> {
+    reported
+        .iter()
+        .filter(|k| current.iter().any(|c| c.matches(k)))
+        .cloned()
+        .collect()
+}
+
+/// The reported list after a change was applied, rolled back or released (EV-18): empty,
+/// so the next skip or block is reported again.
+pub fn reset() -> Vec<ReportedKey> {
+    Vec::new()
+}

@@ -1,0 +1,189 @@
+//! Report de-duplication (events contract EV-14 to EV-19; rule readings 3 and 4).
+
+use kerf_api::Resource;
+use kerf_api::event::EventType;
+use kerf_api::rsr::ReportedKey;
+use kerf_decide::dedup::{
+    Candidate, DedupContext, RecommendedValues, mark_reported, reset, retain_current, should_emit,
+    value_key,
+};
+
+fn values(cpu: i64, memory: i64) -> RecommendedValues {
+    [
+        (value_key("app", Resource::Cpu), cpu),
+        (value_key("app", Resource::Memory), memory),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn ctx<'a>(v: &'a RecommendedValues, policy: &'a str) -> DedupContext<'a> {
+    DedupContext {
+        values: v,
+        policy_hash: policy,
+        tolerance_milli_percent: 5000,
+    }
+}
+
+#[allow(clippy::unwrap_used)]
+fn blocked(reason: &str) -> Candidate {
+    Candidate::new(EventType::Blocked, reason, None).unwrap()
+}
+
+/// Emits if due and, as if the hub acknowledged it, records it.
+fn evaluate(reported: &mut Vec<ReportedKey>, c: &Candidate, cx: &DedupContext<'_>) -> bool {
+    let emit = should_emit(reported, c, cx);
+    if emit {
+        *reported = mark_reported(reported, c, cx);
+    }
+    emit
+}
+
+// rule: EV-14, GR-43
+#[test]
+fn ev_14_a_block_is_emitted_once_per_type_and_reason() {
+    let v = values(250, 512 << 20);
+    let cx = ctx(&v, "p1");
+    let mut reported = Vec::new();
+    let c = blocked("LearningPeriod");
+    assert!(evaluate(&mut reported, &c, &cx));
+    for _ in 0..5 {
+        assert!(!evaluate(&mut reported, &c, &cx));
+    }
+    // Another reason or type is its own key.
+    assert!(evaluate(&mut reported, &blocked("LowConfidence"), &cx));
+    let skipped = Candidate::new(EventType::Skipped, "LearningPeriod", None).unwrap();
+    assert!(evaluate(&mut reported, &skipped, &cx));
+}
+
+#[test]
+fn a_report_counts_only_once_acknowledged() {
+    let v = values(250, 512 << 20);
+    let cx = ctx(&v, "p1");
+    let c = blocked("Cooldown");
+    let reported = Vec::new();
+    // Not acknowledged: still due on the next loop.
+    assert!(should_emit(&reported, &c, &cx));
+    assert!(should_emit(&reported, &c, &cx));
+    let reported = mark_reported(&reported, &c, &cx);
+    assert!(!should_emit(&reported, &c, &cx));
+    assert_eq!(reported.len(), 1);
+    assert_eq!(reported[0].type_, "blocked");
+    assert_eq!(reported[0].reason, "Cooldown");
+    assert_eq!(reported[0].policy_hash, "p1");
+    assert_eq!(
+        reported[0].values.get("app/cpu").map(String::as_str),
+        Some("250")
+    );
+}
+
+// rule: EV-15, GR-43
+#[test]
+fn ev_15_values_moving_by_the_tolerance_emit_again() {
+    let first = values(1000, 1000);
+    let mut reported = Vec::new();
+    let c = blocked("LowConfidence");
+    assert!(evaluate(&mut reported, &c, &ctx(&first, "p")));
+    // 4.9 % is within the tolerance.
+    let small = values(1049, 1000);
+    assert!(!evaluate(&mut reported, &c, &ctx(&small, "p")));
+    // Compared with the values last reported, not the previous loop's: 5 % from 1000.
+    let exact = values(1050, 1000);
+    assert!(evaluate(&mut reported, &c, &ctx(&exact, "p")));
+    assert!(!evaluate(&mut reported, &c, &ctx(&exact, "p")));
+    // A drop counts as well, as does a value appearing.
+    let drop = values(1050, 900);
+    assert!(evaluate(&mut reported, &c, &ctx(&drop, "p")));
+    let mut more = drop.clone();
+    more.insert(value_key("sidecar", Resource::Cpu), 10);
+    assert!(evaluate(&mut reported, &c, &ctx(&more, "p")));
+}
+
+// rule: EV-16
+#[test]
+fn ev_16_a_new_recommendation_id_with_the_same_values_is_quiet() {
+    // The recommendation id is not part of the comparison: equal values are quiet.
+    let v = values(300, 300 << 20);
+    let mut reported = Vec::new();
+    let c = blocked("FreezeWindow");
+    assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
+    let same_values_new_id = values(300, 300 << 20);
+    assert!(!evaluate(&mut reported, &c, &ctx(&same_values_new_id, "p")));
+}
+
+// rule: EV-17
+#[test]
+fn ev_17_a_policy_change_emits_once_more() {
+    let v = values(300, 300);
+    let mut reported = Vec::new();
+    let c = blocked("Cooldown");
+    assert!(evaluate(&mut reported, &c, &ctx(&v, "hash-1")));
+    assert!(evaluate(&mut reported, &c, &ctx(&v, "hash-2")));
+    assert!(!evaluate(&mut reported, &c, &ctx(&v, "hash-2")));
+}
+
+// rule: EV-18
+#[test]
+fn ev_18_applied_rolled_back_or_released_starts_over() {
+    let v = values(300, 300);
+    let mut reported = Vec::new();
+    let c = blocked("Cooldown");
+    assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
+    reported = reset();
+    assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
+}
+
+// rule: EV-19
+#[test]
+fn ev_19_per_resource_blocks_are_keyed_per_resource() {
+    let v = values(300, 300);
+    let cx = ctx(&v, "p");
+    let mut reported = Vec::new();
+    let cpu = Candidate::new(EventType::Blocked, "Throttled", Some(Resource::Cpu)).unwrap();
+    let mem = Candidate::new(EventType::Blocked, "OOMKilled", Some(Resource::Memory)).unwrap();
+    let rpr_mem = Candidate::new(
+        EventType::Blocked,
+        "RestartPolicyRequired",
+        Some(Resource::Memory),
+    )
+    .unwrap();
+    assert!(evaluate(&mut reported, &cpu, &cx));
+    assert!(evaluate(&mut reported, &mem, &cx));
+    assert!(evaluate(&mut reported, &rpr_mem, &cx));
+    assert!(!evaluate(&mut reported, &cpu, &cx));
+    assert!(!evaluate(&mut reported, &mem, &cx));
+    assert!(!evaluate(&mut reported, &rpr_mem, &cx));
+    let rpr_cpu = Candidate::new(
+        EventType::Blocked,
+        "RestartPolicyRequired",
+        Some(Resource::Cpu),
+    )
+    .unwrap();
+    assert!(evaluate(&mut reported, &rpr_cpu, &cx));
+    assert_eq!(reported.iter().filter(|k| k.resource.is_some()).count(), 4);
+    // A whole-workload reason drops the resource from its key.
+    let whole = Candidate::new(EventType::Blocked, "Cooldown", Some(Resource::Cpu)).unwrap();
+    assert_eq!(whole.resource, None);
+}
+
+// rule: GR-43
+#[test]
+fn a_reason_that_goes_away_and_returns_is_reported_again() {
+    let v = values(300, 300);
+    let cx = ctx(&v, "p");
+    let mut reported = Vec::new();
+    let lp = blocked("LearningPeriod");
+    let cd = blocked("Cooldown");
+    assert!(evaluate(&mut reported, &lp, &cx));
+    reported = retain_current(&reported, std::slice::from_ref(&cd));
+    assert!(evaluate(&mut reported, &cd, &cx));
+    reported = retain_current(&reported, std::slice::from_ref(&lp));
+    assert!(evaluate(&mut reported, &lp, &cx));
+}
+
+#[test]
+fn only_skipped_blocked_and_failed_are_deduplicated() {
+    assert!(Candidate::new(EventType::Failed, "RollbackError", None).is_ok());
+    assert!(Candidate::new(EventType::Applied, "RecommendationApplied", None).is_err());
+    assert!(Candidate::new(EventType::RolledBack, "OOMKills", None).is_err());
+}
