@@ -5,6 +5,7 @@ pub mod duration;
 pub mod effective;
 pub mod explain;
 pub mod facts;
+pub mod health;
 pub mod hpa;
 pub mod jvm;
 pub mod pipeline;
