@@ -1,0 +1,338 @@
+//! CustomResourceDefinitions: serving the kinds they define (registration, established
+//! status) and validating custom resources against the OpenAPI v3 schema and its
+//! `x-kubernetes-validations` CEL rules, with the real server's 422 wording.
+
+use serde_json::{Value, json};
+
+use super::validation::Cause;
+use crate::sim::SimContext;
+use crate::store::{ApiError, Gvr, format_time, gvr};
+
+/// Whether a kind is defined by a CRD.
+pub fn is_custom(_ctx: &SimContext, g: &Gvr) -> bool {
+    !gvr::ALL.iter().any(|b| b == g)
+}
+
+/// The CRD defining a kind.
+pub fn crd_for(ctx: &SimContext, g: &Gvr) -> Option<Value> {
+    if !is_custom(ctx, g) {
+        return None;
+    }
+    ctx.store
+        .get(&gvr::CRDS, None, &format!("{}.{}", g.resource, g.group))
+}
+
+/// The kinds a CRD defines (one per served version).
+pub fn kinds_of(crd: &Value) -> Vec<Gvr> {
+    let group = crd["spec"]["group"].as_str().unwrap_or_default();
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
+    let namespaced = crd["spec"]["scope"] != "Cluster";
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] != false)
+        .filter_map(|v| v["name"].as_str())
+        .map(|v| Gvr::dynamic(group, v, plural, kind, namespaced))
+        .collect()
+}
+
+/// After a CRD write: registers its kinds and marks it Established.
+pub fn on_write(ctx: &SimContext, g: &Gvr, obj: &Value) {
+    if *g != gvr::CRDS {
+        return;
+    }
+    for k in kinds_of(obj) {
+        ctx.store.register_kind(k);
+    }
+    let now = format_time(ctx.store.now());
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
+    let mut o = obj.clone();
+    o["status"] = json!({
+        "conditions": [cond("NamesAccepted", "NoConflicts", "no conflicts found"), cond("Established", "InitialNamesAccepted", "the initial names have been accepted")],
+        "acceptedNames": obj["spec"]["names"],
+        "storedVersions": obj["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect::<Vec<_>>(),
+    });
+    if o["status"] != obj["status"] {
+        let _ = ctx.store.update_status(&gvr::CRDS, o, "kube-apiserver");
+    }
+}
+
+/// After a CRD delete: unregisters its kinds and deletes their objects.
+pub fn on_delete(ctx: &SimContext, crd: &Value) {
+    for k in kinds_of(crd) {
+        let (items, _) = ctx.store.list(&k, None);
+        for o in items {
+            let _ = ctx.store.delete(
+                &k,
+                o["metadata"]["namespace"].as_str(),
+                o["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+        }
+        ctx.store.unregister_kind(&k);
+    }
+}
+
+/// The OpenAPI v3 schema of a served version.
+fn schema_of(crd: &Value, version: &str) -> Option<Value> {
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == version)
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+}
+
+fn quote(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        Value::Object(_) => "\"object\"".into(),
+        Value::Array(_) => "\"array\"".into(),
+        other => other.to_string(),
+    }
+}
+
+fn type_ok(ty: &str, v: &Value, schema: &Value) -> bool {
+    match ty {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string() || (schema["x-kubernetes-int-or-string"] == true && v.is_i64()),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        _ => true,
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::Bool(_) => "boolean",
+        Value::Null => "null",
+    }
+}
+
+/// Validates a value against a structural schema, collecting causes.
+pub fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+    if v.is_null() {
+        if schema["nullable"] != true && path.contains('.') {
+            out.push((
+                "FieldValueTypeInvalid".into(),
+                path.into(),
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                    schema["type"].as_str().unwrap_or("object")
+                ),
+            ));
+        }
+        return;
+    }
+    if let Some(ty) = schema["type"].as_str()
+        && !type_ok(ty, v, schema)
+    {
+        out.push((
+            "FieldValueTypeInvalid".into(),
+            path.into(),
+            format!(
+                "Invalid value: {}: {path} in body must be of type {ty}: \"{}\"",
+                quote(v),
+                type_name(v)
+            ),
+        ));
+        return;
+    }
+    if let Some(options) = schema["enum"].as_array()
+        && !options.contains(v)
+    {
+        let list: Vec<String> = options.iter().map(quote).collect();
+        out.push((
+            "FieldValueNotSupported".into(),
+            path.into(),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                quote(v),
+                list.join(", ")
+            ),
+        ));
+    }
+    scalar_bounds(schema, v, path, out);
+    match v {
+        Value::Object(m) => {
+            for r in schema["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if !m.contains_key(r) {
+                    out.push((
+                        "FieldValueRequired".into(),
+                        format!("{path}.{r}"),
+                        "Required value".into(),
+                    ));
+                }
+            }
+            let props = schema["properties"].as_object();
+            for (k, child) in m {
+                let sub = props
+                    .and_then(|p| p.get(k))
+                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                if let Some(sub) = sub {
+                    check(sub, child, &format!("{path}.{k}"), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check(&schema["items"], item, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn scalar_bounds(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+    let bad = |out: &mut Vec<Cause>, msg: String| {
+        out.push((
+            "FieldValueInvalid".into(),
+            path.into(),
+            format!("Invalid value: {}: {path} in body {msg}", quote(v)),
+        ))
+    };
+    if let (Some(n), Some(min)) = (v.as_f64(), schema["minimum"].as_f64())
+        && n < min
+    {
+        bad(
+            out,
+            format!("should be greater than or equal to {}", schema["minimum"]),
+        );
+    }
+    if let (Some(n), Some(max)) = (v.as_f64(), schema["maximum"].as_f64())
+        && n > max
+    {
+        bad(
+            out,
+            format!("should be less than or equal to {}", schema["maximum"]),
+        );
+    }
+    if let Some(s) = v.as_str() {
+        if let Some(max) = schema["maxLength"].as_u64()
+            && s.chars().count() as u64 > max
+        {
+            out.push((
+                "FieldValueTooLong".into(),
+                path.into(),
+                format!("Too long: may not be more than {max} bytes"),
+            ));
+        }
+        if let Some(min) = schema["minLength"].as_u64()
+            && (s.chars().count() as u64) < min
+        {
+            bad(out, format!("should be at least {min} chars long"));
+        }
+        if let Some(p) = schema["pattern"].as_str()
+            && regex::Regex::new(p).is_ok_and(|re| !re.is_match(s))
+        {
+            bad(out, format!("should match '{p}'"));
+        }
+    }
+    if let Some(items) = v.as_array() {
+        if let Some(max) = schema["maxItems"].as_u64()
+            && items.len() as u64 > max
+        {
+            out.push((
+                "FieldValueTooMany".into(),
+                path.into(),
+                format!("Too many: {}: must have at most {max} items", items.len()),
+            ));
+        }
+        if let Some(min) = schema["minItems"].as_u64()
+            && (items.len() as u64) < min
+        {
+            bad(out, format!("should have at least {min} items"));
+        }
+    }
+}
+
+/// Validates a custom resource on create (`old` None) or update.
+pub fn validate(
+    ctx: &SimContext,
+    g: &Gvr,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let Some(crd) = crd_for(ctx, g) else {
+        return Ok(());
+    };
+    let Some(schema) = schema_of(&crd, g.version) else {
+        return Ok(());
+    };
+    let mut causes = Vec::new();
+    let mut body = obj.clone();
+    if let Some(m) = body.as_object_mut() {
+        m.remove("metadata");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    if let (Some(props), Some(m)) = (schema["properties"].as_object(), body.as_object()) {
+        for r in schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !m.contains_key(r) {
+                causes.push((
+                    "FieldValueRequired".into(),
+                    r.to_string(),
+                    "Required value".into(),
+                ));
+            }
+        }
+        for (k, v) in m {
+            if let Some(s) = props.get(k) {
+                check(s, v, k, &mut causes);
+            }
+        }
+    }
+    if causes.is_empty() {
+        causes.extend(cel_causes(&schema, obj, old));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(g.kind, g.group, name, &causes))
+}
+
+fn cel_causes(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    match kube_cel::validate(schema, obj, old) {
+        Ok(()) => Vec::new(),
+        Err(errs) => errs
+            .into_vec()
+            .into_iter()
+            .map(|e| {
+                let path = e.field_path.trim_start_matches('.').to_string();
+                let value = crate::api::ssa::value_at(
+                    obj,
+                    &path
+                        .split('.')
+                        .filter(|s| !s.is_empty())
+                        .map(|s| format!("f:{s}"))
+                        .collect::<Vec<_>>(),
+                )
+                .cloned()
+                .unwrap_or(json!({}));
+                (
+                    "FieldValueInvalid".into(),
+                    path,
+                    format!("Invalid value: {}: {}", quote(&value), e.message),
+                )
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,245 @@
+//! PATCH: JSON merge patch, strategic merge patch, JSON patch and (through [`super::ssa`])
+//! server-side apply, on the main resource and the status and resize subresources.
+
+use serde_json::{Map, Value};
+
+use super::Req;
+use super::routes::{Target, existing, unsupported_media_type};
+use crate::sim::SimContext;
+use crate::store::ApiError;
+
+/// The merge key of a strategic-merge list, by field name.
+fn merge_key(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "containerStatuses"
+        | "initContainerStatuses"
+        | "resourceClaims" => "name",
+        "ports" => "containerPort",
+        "volumeMounts" => "mountPath",
+        "volumeDevices" => "devicePath",
+        "conditions" | "addresses" => "type",
+        "hostAliases" => "ip",
+        "ownerReferences" => "uid",
+        _ => return None,
+    })
+}
+
+/// Applies an RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Some(t) = target.as_object_mut() else {
+        return;
+    };
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+/// Applies a strategic merge patch (lists of known kinds merged by key, `$patch`
+/// directives, `$setElementOrder`/`$retainKeys` ignored).
+pub fn strategic_merge(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    match p.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            let mut p = p.clone();
+            p.remove("$patch");
+            *target = Value::Object(p);
+            return;
+        }
+        Some("delete") => {
+            *target = Value::Null;
+            return;
+        }
+        _ => {}
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Some(t) = target.as_object_mut() else {
+        return;
+    };
+    for (k, v) in p {
+        if k.starts_with('$') {
+            if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/")
+                && let (Some(Value::Array(items)), Some(del)) = (t.get_mut(field), v.as_array())
+            {
+                items.retain(|x| !del.contains(x));
+            }
+            continue;
+        }
+        if v.is_null() {
+            t.remove(k);
+            continue;
+        }
+        match (merge_key(k), v) {
+            (Some(key), Value::Array(items)) => {
+                let cur = t.entry(k.clone()).or_insert(Value::Array(Vec::new()));
+                merge_list(cur, items, key);
+            }
+            (None, Value::Array(items)) if k == "finalizers" => {
+                let cur = t.entry(k.clone()).or_insert(Value::Array(Vec::new()));
+                if let Value::Array(c) = cur {
+                    for i in items {
+                        if !c.contains(i) {
+                            c.push(i.clone());
+                        }
+                    }
+                }
+            }
+            (_, Value::Object(_)) => {
+                let cur = t.entry(k.clone()).or_insert(Value::Null);
+                strategic_merge(cur, v);
+                if cur.is_null() {
+                    t.remove(k);
+                }
+            }
+            _ => {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+fn merge_list(cur: &mut Value, items: &[Value], key: &str) {
+    if !cur.is_array() {
+        *cur = Value::Array(Vec::new());
+    }
+    let Value::Array(list) = cur else { return };
+    if items
+        .iter()
+        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        *list = items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .cloned()
+            .collect();
+        return;
+    }
+    for item in items {
+        let Some(kv) = item.get(key) else {
+            list.push(item.clone());
+            continue;
+        };
+        let pos = list.iter().position(|x| x.get(key) == Some(kv));
+        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (pos, delete) {
+            (Some(i), true) => {
+                list.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => strategic_merge(&mut list[i], item),
+            (None, false) => {
+                let mut fresh = Value::Object(Map::new());
+                strategic_merge(&mut fresh, item);
+                list.push(fresh);
+            }
+        }
+    }
+}
+
+fn parse_patch(req: &Req) -> Result<Value, ApiError> {
+    serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+}
+
+/// Applies the request's patch (of its content type) to `current`.
+pub fn apply_patch(req: &Req, current: &Value, custom: bool) -> Result<Value, ApiError> {
+    let mut obj = current.clone();
+    match req.content_type() {
+        "application/merge-patch+json" => merge_patch(&mut obj, &parse_patch(req)?),
+        "application/strategic-merge-patch+json" if !custom => {
+            strategic_merge(&mut obj, &parse_patch(req)?)
+        }
+        "application/json-patch+json" => {
+            let ops: json_patch::Patch = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            json_patch::patch(&mut obj, &ops).map_err(|e| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                    None,
+                )
+            })?;
+        }
+        _ => return Err(unsupported_media_type()),
+    }
+    Ok(obj)
+}
+
+/// Serves PATCH on an object URL.
+pub async fn patch(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    let custom = super::crd_schema::is_custom(ctx, &t.gvr);
+    let ct = req.content_type();
+    let known = matches!(
+        ct,
+        "application/merge-patch+json"
+            | "application/strategic-merge-patch+json"
+            | "application/json-patch+json"
+            | "application/apply-patch+yaml"
+    );
+    if !known || (custom && ct == "application/strategic-merge-patch+json") {
+        return Err(unsupported_media_type());
+    }
+    if ct == "application/apply-patch+yaml" {
+        return super::ssa::apply(ctx, req, t);
+    }
+    let current = match existing(ctx, t, &name) {
+        Ok(c) => c,
+        Err(e) => return Err(e),
+    };
+    let mut obj = apply_patch(req, &current, custom)?;
+    let sub = t.sub.as_deref();
+    match sub {
+        Some("resize") => {
+            return super::resize::apply(ctx, req, t, &current, obj).map(|v| (200, v));
+        }
+        None | Some("status") => {}
+        Some("scale") => return scale(ctx, req, t, current, obj),
+        Some(_) => return Err(super::path_not_found()),
+    }
+    if sub.is_none() {
+        super::defaults::apply(&t.gvr, &mut obj);
+    }
+    super::validation::validate_update(ctx, &t.gvr, &current, &obj, sub)?;
+    if req.q("dryRun").is_some() {
+        return Ok((200, obj));
+    }
+    let out = ctx.store.write(&t.gvr, obj, &req.manager(), sub)?;
+    Ok((200, out))
+}
+
+fn scale(
+    ctx: &SimContext,
+    req: &Req,
+    t: &Target,
+    mut current: Value,
+    patched_scale: Value,
+) -> Result<(u16, Value), ApiError> {
+    if let Some(r) = patched_scale.pointer("/spec/replicas") {
+        current["spec"]["replicas"] = r.clone();
+    }
+    let out = ctx.store.write(&t.gvr, current, &req.manager(), None)?;
+    Ok((200, out))
+}

@@ -1,0 +1,115 @@
+//! The HTTPS listener (rustls, HTTP/1.1 and HTTP/2) and the top-level request dispatch.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use http::{Method, Request, Response};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use super::{Req, discovery, error_response, json_response, parse_query, path_not_found, routes};
+use crate::sim::SimContext;
+
+/// Answers one request.
+pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
+    let path = req.path.trim_end_matches('/').to_string();
+    if req.method == Method::GET {
+        let direct = match path.as_str() {
+            "/version" => Some(discovery::version(ctx)),
+            "/api" => Some(discovery::api_versions()),
+            "/apis" => Some(discovery::group_list(ctx)),
+            "/healthz" | "/readyz" | "/livez" => {
+                let mut r = Response::new(Body::from("ok"));
+                r.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("text/plain"),
+                );
+                return r;
+            }
+            _ => None,
+        };
+        if let Some(v) = direct {
+            return json_response(200, &v);
+        }
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let gv = match segs.as_slice() {
+            ["api", v] => Some(discovery::resource_list(ctx, "", v)),
+            ["apis", g] => Some(discovery::group(ctx, g)),
+            ["apis", g, v] => Some(discovery::resource_list(ctx, g, v)),
+            ["openapi", "v3"] => Some(Some(discovery::openapi_root(ctx))),
+            ["openapi", "v3", "api", v] => Some(discovery::openapi_gv(ctx, "", v)),
+            ["openapi", "v3", "apis", g, v] => Some(discovery::openapi_gv(ctx, g, v)),
+            _ => None,
+        };
+        if let Some(found) = gv {
+            return match found {
+                Some(v) => json_response(200, &v),
+                None => error_response(&path_not_found()),
+            };
+        }
+    }
+    match routes::resolve(ctx, &path) {
+        Ok(Some(t)) => routes::serve(ctx, &req, &t).await,
+        Ok(None) => error_response(&path_not_found()),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn to_req(r: Request<hyper::body::Incoming>) -> Req {
+    let (parts, body) = r.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    Req {
+        method: parts.method,
+        path: parts.uri.path().to_string(),
+        query: parse_query(parts.uri.query().unwrap_or_default()),
+        headers: parts.headers,
+        body,
+    }
+}
+
+/// Serves HTTPS on `listener` until `stop` turns true.
+pub async fn serve(
+    ctx: SimContext,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    loop {
+        let conn = tokio::select! {
+            c = listener.accept() => c,
+            _ = stop.changed() => return,
+        };
+        let Ok((tcp, _)) = conn else { continue };
+        let acceptor = acceptor.clone();
+        let ctx = ctx.clone();
+        let mut stop_conn = stop.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |r: Request<hyper::body::Incoming>| {
+                let ctx = ctx.clone();
+                async move {
+                    let req = to_req(r).await;
+                    tracing::debug!(method = %req.method, path = %req.path, "request");
+                    Ok::<_, Infallible>(handle(&ctx, req).await)
+                }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = stop_conn.changed() => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,106 @@
+//! The ReplicaSet controller: keeps `spec.replicas` pods (created through the mutating
+//! webhooks, like the real API server does for the controller's POST) and writes the status.
+
+use serde_json::{Value, json};
+
+use super::Ctx;
+use super::common::{
+    controlled_by, int_at, name, namespace, pod_from_template, pod_ready, pod_terminal,
+    random_suffix, terminating, uid,
+};
+use crate::store::gvr;
+
+/// Reconciles every ReplicaSet once.
+pub async fn reconcile_all(ctx: &Ctx) {
+    let pods = ctx.store.list(&gvr::PODS, None).0;
+    for rs in ctx.store.list(&gvr::REPLICASETS, None).0 {
+        let owned: Vec<&Value> = pods
+            .iter()
+            .filter(|p| {
+                namespace(p) == namespace(&rs)
+                    && controlled_by(p, uid(&rs))
+                    && !pod_terminal(p)
+                    && !terminating(p)
+            })
+            .collect();
+        reconcile(ctx, &rs, &owned).await;
+    }
+}
+
+/// The order in which surplus pods go: unscheduled, then pending, then not ready, then the
+/// newest first.
+fn deletion_rank(pod: &Value) -> (u8, u8, u8, std::cmp::Reverse<String>) {
+    let scheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some();
+    let running = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
+    let created = pod
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    (
+        u8::from(scheduled),
+        u8::from(running),
+        u8::from(pod_ready(pod)),
+        std::cmp::Reverse(created),
+    )
+}
+
+async fn reconcile(ctx: &Ctx, rs: &Value, owned: &[&Value]) {
+    let desired = int_at(rs, "/spec/replicas", 1);
+    let have = i64::try_from(owned.len()).unwrap_or(i64::MAX);
+    if have < desired {
+        let template = rs.pointer("/spec/template").cloned().unwrap_or(json!({}));
+        for _ in have..desired {
+            let pod_name = format!("{}-{}", name(rs), random_suffix());
+            let pod = pod_from_template(&template, rs, &pod_name, &[]);
+            super::create_pod(ctx, pod).await;
+        }
+    } else if have > desired {
+        let mut victims: Vec<&&Value> = owned.iter().collect();
+        victims.sort_by_key(|p| deletion_rank(p));
+        let surplus = usize::try_from(have - desired).unwrap_or(0);
+        for pod in victims.into_iter().take(surplus) {
+            let _ = ctx
+                .store
+                .delete(&gvr::PODS, Some(namespace(pod)), name(pod));
+        }
+    }
+    let min_ready = int_at(rs, "/spec/minReadySeconds", 0);
+    let now = ctx.clock.now();
+    let ready = owned.iter().filter(|p| pod_ready(p)).count();
+    let available = owned
+        .iter()
+        .filter(|p| super::pod_available(p, min_ready, now))
+        .count();
+    let status = json!({
+        "replicas": owned.len(),
+        "fullyLabeledReplicas": owned.len(),
+        "readyReplicas": ready,
+        "availableReplicas": available,
+        "observedGeneration": int_at(rs, "/metadata/generation", 1),
+    });
+    super::write_status_if_changed(ctx, &gvr::REPLICASETS, rs, status);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surplus_pods_go_unscheduled_first_then_not_ready_then_newest() {
+        let ready = |t: &str| {
+            json!({"metadata": {"creationTimestamp": t}, "spec": {"nodeName": "n"},
+                   "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        let pending =
+            json!({"metadata": {"creationTimestamp": "2020-01-01T00:00:00Z"}, "spec": {}});
+        let old = ready("2020-01-01T00:00:00Z");
+        let new = ready("2021-01-01T00:00:00Z");
+        let mut pods = [&old, &new, &pending];
+        pods.sort_by_key(|p| deletion_rank(p));
+        assert_eq!(pods, [&pending, &new, &old]);
+    }
+}

@@ -1,0 +1,186 @@
+//! cAdvisor CFS counters: `container_cpu_cfs_periods_total` and
+//! `container_cpu_cfs_throttled_periods_total`, advanced from sim time at 10 periods per
+//! second per running container, the throttled share as injected.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::controllers::common::{name, namespace};
+
+/// CFS periods per second of a running container (a 100 ms period).
+pub const PERIODS_PER_SECOND: f64 = 10.0;
+
+/// (namespace, pod, container).
+pub type ContainerKey = (String, String, String);
+
+#[derive(Clone, Debug)]
+struct Cfs {
+    periods: f64,
+    throttled: f64,
+    ratio: f64,
+    last: DateTime<Utc>,
+    node: String,
+}
+
+/// The counters of every container seen running.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    map: BTreeMap<ContainerKey, Cfs>,
+}
+
+fn running_keys(pods: &[Value]) -> BTreeMap<ContainerKey, String> {
+    let mut out = BTreeMap::new();
+    for pod in pods {
+        if pod.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
+            continue;
+        }
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for key in ["containerStatuses", "initContainerStatuses"] {
+            let list = pod
+                .pointer(&format!("/status/{key}"))
+                .and_then(Value::as_array);
+            for c in list
+                .into_iter()
+                .flatten()
+                .filter(|c| c.pointer("/state/running").is_some())
+            {
+                let cname = c.get("name").and_then(Value::as_str).unwrap_or("");
+                let k = (
+                    namespace(pod).to_string(),
+                    name(pod).to_string(),
+                    cname.to_string(),
+                );
+                out.insert(k, node.to_string());
+            }
+        }
+    }
+    out
+}
+
+impl Counters {
+    /// Advances every running container's counters to `now`; containers not running do not
+    /// count; containers of vanished pods are dropped.
+    pub fn advance(&mut self, pods: &[Value], now: DateTime<Utc>) {
+        let running = running_keys(pods);
+        let alive: std::collections::BTreeSet<(String, String)> = pods
+            .iter()
+            .map(|p| (namespace(p).to_string(), name(p).to_string()))
+            .collect();
+        self.map
+            .retain(|(ns, pod, _), _| alive.contains(&(ns.clone(), pod.clone())));
+        for (key, node) in &running {
+            let e = self.map.entry(key.clone()).or_insert_with(|| Cfs {
+                periods: 0.0,
+                throttled: 0.0,
+                ratio: 0.0,
+                last: now,
+                node: node.clone(),
+            });
+            let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
+            e.periods += PERIODS_PER_SECOND * dt;
+            e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
+            e.last = now;
+            e.node.clone_from(node);
+        }
+        for (key, e) in &mut self.map {
+            if !running.contains_key(key) {
+                e.last = now;
+            }
+        }
+    }
+
+    /// Sets the throttled share of a container's periods from `now` on (clamped to 0..=1).
+    pub fn set_ratio(&mut self, key: ContainerKey, ratio: f64, now: DateTime<Utc>) {
+        let e = self.map.entry(key).or_insert_with(|| Cfs {
+            periods: 0.0,
+            throttled: 0.0,
+            ratio: 0.0,
+            last: now,
+            node: String::new(),
+        });
+        e.ratio = ratio.clamp(0.0, 1.0);
+    }
+
+    /// The counters in Prometheus text format, for one node or all.
+    pub fn render(&self, node: Option<&str>) -> String {
+        let rows: Vec<(&ContainerKey, &Cfs)> = self
+            .map
+            .iter()
+            .filter(|(_, e)| node.is_none_or(|n| n == e.node))
+            .collect();
+        let mut out = String::new();
+        for (metric, help, pick) in [
+            (
+                "container_cpu_cfs_periods_total",
+                "Number of elapsed enforcement period intervals.",
+                (|e: &Cfs| e.periods) as fn(&Cfs) -> f64,
+            ),
+            (
+                "container_cpu_cfs_throttled_periods_total",
+                "Number of throttled period intervals.",
+                |e: &Cfs| e.throttled,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            for ((ns, pod, container), e) in &rows {
+                let _ = writeln!(
+                    out,
+                    "{metric}{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}} {}",
+                    escape(container),
+                    escape(ns),
+                    escape(pod),
+                    pick(e).floor()
+                );
+            }
+        }
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({"metadata": {"namespace": "ns", "name": "p"}, "spec": {"nodeName": "n1"},
+               "status": {"phase": "Running", "containerStatuses": [{"name": "app", "state": {"running": {}}}]}})
+    }
+
+    #[test]
+    fn counters_follow_sim_time_and_ratio() {
+        let t0 = Utc::now();
+        let mut c = Counters::default();
+        c.advance(&[pod()], t0);
+        c.set_ratio(("ns".into(), "p".into(), "app".into()), 0.5, t0);
+        c.advance(&[pod()], t0 + chrono::Duration::seconds(60));
+        let text = c.render(Some("n1"));
+        assert!(text.contains(
+            "container_cpu_cfs_periods_total{container=\"app\",namespace=\"ns\",pod=\"p\"} 600"
+        ));
+        assert!(text.contains("container_cpu_cfs_throttled_periods_total{container=\"app\",namespace=\"ns\",pod=\"p\"} 300"));
+        assert!(!c.render(Some("other")).contains("app"));
+    }
+
+    #[test]
+    fn vanished_pods_are_dropped() {
+        let t0 = Utc::now();
+        let mut c = Counters::default();
+        c.advance(&[pod()], t0);
+        c.advance(&[], t0);
+        assert!(!c.render(None).contains("pod=\"p\""));
+    }
+}

@@ -1,0 +1,220 @@
+//! kube's real Client against kerf-sim over HTTPS: CRUD, watch, patches, server-side
+//! apply, resize, CRD validation and eviction.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kerf_sim::sim::{Sim, SimConfig};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use serde_json::json;
+
+async fn sim() -> anyhow::Result<Sim> {
+    Sim::start(SimConfig {
+        run_controllers: false,
+        ..SimConfig::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn client_creates_lists_by_label_and_deletes_configmaps() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for (name, tier) in [("a", "web"), ("b", "db"), ("c", "web")] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"tier": tier}}}))?;
+        api.create(&PostParams::default(), &cm).await?;
+    }
+    let web = api
+        .list(&ListParams::default().labels("tier in (web)"))
+        .await?;
+    assert_eq!(web.items.len(), 2);
+    let page = api.list(&ListParams::default().limit(2)).await?;
+    assert_eq!(page.items.len(), 2);
+    let rest = api
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(page.metadata.continue_.as_deref().unwrap_or_default()),
+        )
+        .await?;
+    assert_eq!(rest.items.len(), 1);
+    api.delete("a", &DeleteParams::default()).await?;
+    assert!(api.get_opt("a").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn client_watch_sees_added_modified_deleted() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let rv = api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await?
+        .boxed();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "w"}, "data": {"k": "1"}}))?;
+    api.create(&PostParams::default(), &cm).await?;
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "2"}})),
+    )
+    .await?;
+    api.delete("w", &DeleteParams::default()).await?;
+    let mut kinds = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await?? {
+        kinds.push(match ev {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            _ => "OTHER",
+        });
+        if kinds.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"]);
+    Ok(())
+}
+
+fn pod(name: &str) -> anyhow::Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": "sim-node-1", "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}}}]}
+    }))?)
+}
+
+#[tokio::test]
+async fn client_resize_changes_resources_and_plain_patch_is_refused() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    api.create(&PostParams::default(), &pod("p")?).await?;
+    let patch = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}}}]}});
+    let plain = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(patch.clone()),
+        )
+        .await;
+    assert!(
+        matches!(plain, Err(kube::Error::Api(ref e)) if e.code == 422),
+        "{plain:?}"
+    );
+    let resized = api
+        .patch_subresource(
+            "resize",
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await?;
+    let cpu = resized
+        .spec
+        .and_then(|s| s.containers[0].resources.clone())
+        .and_then(|r| r.requests)
+        .and_then(|r| r.get("cpu").cloned());
+    assert_eq!(cpu.map(|q| q.0), Some("150m".to_string()));
+    assert_eq!(resized.metadata.generation, Some(2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn client_server_side_apply_conflicts_without_force_and_wins_with_force() -> anyhow::Result<()>
+{
+    let sim = sim().await?;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": {"k": "a"}});
+    api.patch("s", &PatchParams::apply("owner"), &Patch::Apply(&cm))
+        .await?;
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": {"k": "b"}});
+    let refused = api
+        .patch("s", &PatchParams::apply("kerf"), &Patch::Apply(&other))
+        .await;
+    assert!(
+        matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 409),
+        "{refused:?}"
+    );
+    let forced = api
+        .patch(
+            "s",
+            &PatchParams::apply("kerf").force(),
+            &Patch::Apply(&other),
+        )
+        .await?;
+    assert_eq!(
+        forced.data.and_then(|d| d.get("k").cloned()),
+        Some("b".to_string())
+    );
+    let managers: Vec<String> = forced
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, vec!["kerf".to_string()]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn custom_resource_with_bad_enum_is_invalid_naming_the_field() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let crd_path = format!(
+        "{}/../../config/crds/kerf.getkerf.dev.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(crd_path)?;
+    let crds: Api<kube::api::DynamicObject> = Api::all_with(
+        sim.client(),
+        &kube::api::ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&()),
+    );
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc)?;
+        if v.is_null() {
+            continue;
+        }
+        crds.create(&PostParams::default(), &serde_json::from_value(v)?)
+            .await?;
+    }
+    let ar = kube::api::ApiResource {
+        group: "kerf.getkerf.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "kerf.getkerf.dev/v1alpha1".into(),
+        kind: "RightsizingPolicy".into(),
+        plural: "rightsizingpolicies".into(),
+    };
+    let api: Api<kube::api::DynamicObject> = Api::all_with(sim.client(), &ar);
+    let bad = json!({"apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy", "metadata": {"name": "x"}, "spec": {"mode": "bogus"}});
+    let err = api
+        .create(&PostParams::default(), &serde_json::from_value(bad)?)
+        .await;
+    let Err(kube::Error::Api(e)) = err else {
+        anyhow::bail!("expected 422, got {err:?}")
+    };
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .starts_with("RightsizingPolicy.kerf.getkerf.dev \"x\" is invalid: "),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("spec.mode: Unsupported value: \"bogus\": supported values: "),
+        "{}",
+        e.message
+    );
+    Ok(())
+}

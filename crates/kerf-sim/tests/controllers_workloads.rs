@@ -1,0 +1,419 @@
+//! The simulated controllers through kube's real Client: a Deployment rolls within
+//! maxSurge / maxUnavailable, a StatefulSet with OnDelete keeps old pods until they are
+//! deleted, a DaemonSet covers every node and a PDB reports its budget.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::store::gvr;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+async fn start() -> anyhow::Result<Sim> {
+    Sim::start(SimConfig {
+        kubelet_ready_delay: Duration::from_millis(150),
+        ..SimConfig::default()
+    })
+    .await
+}
+
+fn template(app: &str, env: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+            "env": [{"name": "V", "value": env}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    })
+}
+
+/// Polls `f` until it yields a value (10 s at most).
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    mut f: impl FnMut() -> F,
+) -> anyhow::Result<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("condition not reached in time");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn is_ready(p: &Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+async fn pods(api: &Api<Pod>, app: &str) -> anyhow::Result<Vec<Value>> {
+    let list = api
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await?;
+    list.items
+        .into_iter()
+        .map(|p| Ok(serde_json::to_value(p)?))
+        .collect()
+}
+
+#[tokio::test]
+async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable() {
+    let sim = start().await.unwrap();
+    let deps: Api<Deployment> = Api::namespaced(sim.client(), "default");
+    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                 "template": template("web", "1")}});
+    deps.create(
+        &PostParams::default(),
+        &serde_json::from_value(dep).unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually(|| async {
+        let p = pods(&pod_api, "web").await.ok()?;
+        (p.len() == 3 && p.iter().all(is_ready)).then_some(())
+    })
+    .await
+    .unwrap();
+
+    // Watch every store change during the rollout and check the bounds at each one.
+    let store = sim.context().store.clone();
+    let mut rx = store.subscribe();
+    let checker = tokio::spawn(async move {
+        let (mut max_total, mut min_ready) = (0, usize::MAX);
+        while let Ok(ev) = rx.recv().await {
+            if ev.resource != "pods" {
+                continue;
+            }
+            let all: Vec<Value> = store
+                .list(&gvr::PODS, Some("default"))
+                .0
+                .into_iter()
+                .filter(|p| p["metadata"]["labels"]["app"] == "web")
+                .collect();
+            max_total = max_total.max(all.len());
+            min_ready = min_ready.min(all.iter().filter(|p| is_ready(p)).count());
+            let done = all.len() == 3
+                && all
+                    .iter()
+                    .all(|p| is_ready(p) && p["spec"]["containers"][0]["env"][0]["value"] == "2");
+            if done {
+                break;
+            }
+        }
+        (max_total, min_ready)
+    });
+    let patch = json!({"spec": {"template": template("web", "2")}});
+    deps.patch("web", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    let (max_total, min_ready) = tokio::time::timeout(Duration::from_secs(15), checker)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(max_total <= 4, "maxSurge 1 allows 4 pods, saw {max_total}");
+    assert_eq!(min_ready, 3, "maxUnavailable 0 keeps 3 pods ready");
+
+    let d = eventually(|| async {
+        let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+        let s = &d["status"];
+        (s["updatedReplicas"] == 3
+            && s["availableReplicas"] == 3
+            && s["replicas"] == 3
+            && s["observedGeneration"] == d["metadata"]["generation"])
+            .then_some(d)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    let conds = d["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c["type"] == "Available" && c["status"] == "True")
+    );
+    assert!(
+        eventually(|| async {
+            let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+            d["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Progressing" && c["reason"] == "NewReplicaSetAvailable")
+                .then_some(())
+        })
+        .await
+        .is_ok()
+    );
+    let p = pods(&pod_api, "web").await.unwrap();
+    let owner = &p[0]["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "ReplicaSet");
+    assert_eq!(owner["controller"], true);
+    assert!(p[0]["metadata"]["labels"]["pod-template-hash"].is_string());
+}
+
+#[tokio::test]
+async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
+    let sim = start().await.unwrap();
+    let deps: Api<Deployment> = Api::namespaced(sim.client(), "default");
+    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "rc", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "rc"}}, "strategy": {"type": "Recreate"}, "template": template("rc", "1")}});
+    deps.create(
+        &PostParams::default(),
+        &serde_json::from_value(dep).unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually(|| async {
+        (pods(&pod_api, "rc")
+            .await
+            .ok()?
+            .iter()
+            .filter(|p| is_ready(p))
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let store = sim.context().store.clone();
+    let mut rx = store.subscribe();
+    let checker = tokio::spawn(async move {
+        let mut mixed = false;
+        while let Ok(ev) = rx.recv().await {
+            if ev.resource != "pods" {
+                continue;
+            }
+            let all: Vec<Value> = store
+                .list(&gvr::PODS, Some("default"))
+                .0
+                .into_iter()
+                .filter(|p| p["metadata"]["labels"]["app"] == "rc")
+                .collect();
+            let versions: std::collections::BTreeSet<String> = all
+                .iter()
+                .map(|p| p["spec"]["containers"][0]["env"][0]["value"].to_string())
+                .collect();
+            mixed |= versions.len() > 1;
+            if all.len() == 2
+                && all.iter().all(is_ready)
+                && versions.len() == 1
+                && versions.contains("\"2\"")
+            {
+                break;
+            }
+        }
+        mixed
+    });
+    deps.patch(
+        "rc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": template("rc", "2")}})),
+    )
+    .await
+    .unwrap();
+    let mixed = tokio::time::timeout(Duration::from_secs(15), checker)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!mixed, "Recreate never runs old and new pods together");
+}
+
+#[tokio::test]
+async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
+    let sim = start().await.unwrap();
+    let sts_api: Api<StatefulSet> = Api::namespaced(sim.client(), "default");
+    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "updateStrategy": {"type": "OnDelete"}, "template": template("db", "1")}});
+    sts_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(sts).unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually(|| async {
+        (pods(&pod_api, "db")
+            .await
+            .ok()?
+            .iter()
+            .filter(|p| is_ready(p))
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let names: Vec<String> = pods(&pod_api, "db")
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(names, ["db-0", "db-1"]);
+
+    sts_api
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": template("db", "2")}})),
+        )
+        .await
+        .unwrap();
+    let s = eventually(|| async {
+        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
+        (s["status"]["observedGeneration"] == 2).then_some(s)
+    })
+    .await
+    .unwrap();
+    assert_ne!(
+        s["status"]["currentRevision"],
+        s["status"]["updateRevision"]
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for p in pods(&pod_api, "db").await.unwrap() {
+        assert_eq!(
+            p["spec"]["containers"][0]["env"][0]["value"], "1",
+            "OnDelete leaves running pods alone"
+        );
+        assert_eq!(
+            p["metadata"]["labels"]["controller-revision-hash"],
+            s["status"]["currentRevision"]
+        );
+    }
+
+    pod_api
+        .delete("db-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let p = eventually(|| async {
+        let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
+        (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        p["metadata"]["labels"]["controller-revision-hash"],
+        s["status"]["updateRevision"]
+    );
+    let db0 = serde_json::to_value(pod_api.get("db-0").await.unwrap()).unwrap();
+    assert_eq!(db0["spec"]["containers"][0]["env"][0]["value"], "1");
+    let s = eventually(|| async {
+        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
+        (s["status"]["updatedReplicas"] == 1 && s["status"]["currentReplicas"] == 1).then_some(s)
+    })
+    .await;
+    assert!(s.is_ok(), "status counts one updated and one current pod");
+}
+
+#[tokio::test]
+async fn statefulset_rolling_update_replaces_every_pod() {
+    let sim = start().await.unwrap();
+    let sts_api: Api<StatefulSet> = Api::namespaced(sim.client(), "default");
+    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ru", "namespace": "default"},
+        "spec": {"replicas": 2, "serviceName": "ru", "selector": {"matchLabels": {"app": "ru"}}, "template": template("ru", "1")}});
+    sts_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(sts).unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually(|| async {
+        (pods(&pod_api, "ru")
+            .await
+            .ok()?
+            .iter()
+            .filter(|p| is_ready(p))
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    sts_api
+        .patch(
+            "ru",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": template("ru", "2")}})),
+        )
+        .await
+        .unwrap();
+    let s = eventually(|| async {
+        let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
+        (s["status"]["updatedReplicas"] == 2
+            && s["status"]["readyReplicas"] == 2
+            && s["status"]["currentRevision"] == s["status"]["updateRevision"])
+            .then_some(s)
+    })
+    .await
+    .unwrap();
+    assert_eq!(s["status"]["currentReplicas"], 2);
+}
+
+#[tokio::test]
+async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
+    let sim = start().await.unwrap();
+    let ds_api: Api<DaemonSet> = Api::namespaced(sim.client(), "default");
+    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template("agent", "1")}});
+    ds_api
+        .create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
+        .await
+        .unwrap();
+    let ps = eventually(|| async {
+        let p = pods(&pod_api, "agent").await.ok()?;
+        (p.len() == 3 && p.iter().all(is_ready)).then_some(p)
+    })
+    .await
+    .unwrap();
+    let nodes: std::collections::BTreeSet<&str> = ps
+        .iter()
+        .filter_map(|p| p["spec"]["nodeName"].as_str())
+        .collect();
+    assert_eq!(nodes.len(), 3);
+    let ds = eventually(|| async {
+        let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
+        (d["status"]["numberReady"] == 3).then_some(d)
+    })
+    .await
+    .unwrap();
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
+    assert_eq!(ds["status"]["updatedNumberScheduled"], 3);
+
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.client(), "default");
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "agent-pdb", "namespace": "default"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "agent"}}}});
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(pdb).unwrap(),
+    )
+    .await
+    .unwrap();
+    let pdb = eventually(|| async {
+        let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
+        (p["status"]["expectedPods"] == 3).then_some(p)
+    })
+    .await
+    .unwrap();
+    assert_eq!(pdb["status"]["currentHealthy"], 3);
+    assert_eq!(pdb["status"]["desiredHealthy"], 2);
+    assert_eq!(pdb["status"]["disruptionsAllowed"], 1);
+}
