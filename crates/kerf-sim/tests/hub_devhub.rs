@@ -246,3 +246,33 @@ clusters:
         assert_eq!(list["recommendations"][0]["recommendationID"], "r-1");
     }
 }
+
+/// The hub file example of docs/sim.md loads and is served.
+#[tokio::test]
+async fn the_documented_hub_file_example_loads() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/sim.md")).unwrap();
+    let start = doc.find("```yaml\nclusters:").unwrap() + "```yaml\n".len();
+    let len = doc[start..].find("```").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hub.yaml");
+    std::fs::write(&path, &doc[start..start + len]).unwrap();
+    let hub = kerf_sim::hub::DevHub::from_file(&path, kerf_sim::hub::DevHubConfig::default())
+        .await
+        .unwrap();
+    let list: serde_json::Value =
+        reqwest::get(format!("{}/v1/clusters/dev/recommendations", hub.url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(list["recommendations"][0]["recommendationID"], "r-1");
+    let config: serde_json::Value = reqwest::get(format!("{}/v1/clusters/dev/config", hub.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config["approvals"][0]["approvalId"], "a-1");
+}

@@ -154,3 +154,30 @@ async fn cadvisor_counters_rise_with_sim_time_and_throttling() {
     );
     assert!(!render_cadvisor(sim.context(), Some("sim-node-2")).contains("pod=\"w\""));
 }
+
+#[tokio::test]
+async fn node_proxy_serves_the_nodes_cadvisor_counters_through_the_api_server() {
+    let clock = Clock::manual(chrono::Utc::now());
+    let sim = Sim::start(manual_config(&clock)).await.unwrap();
+    running_pod(&sim, &clock).await.unwrap();
+    clock.advance(Duration::from_secs(10));
+    let get = |node: &str| {
+        http::Request::get(format!("/api/v1/nodes/{node}/proxy/metrics/cadvisor"))
+            .body(Vec::new())
+            .unwrap()
+    };
+    let text = sim.client().request_text(get("sim-node-1")).await.unwrap();
+    let periods =
+        "container_cpu_cfs_periods_total{container=\"app\",namespace=\"default\",pod=\"w\"}";
+    assert!(sample(&text, periods).is_some_and(|p| p >= 100.0), "{text}");
+    let other = sim.client().request_text(get("sim-node-2")).await.unwrap();
+    assert!(other.contains("# TYPE container_cpu_cfs_periods_total counter"));
+    assert!(!other.contains("pod=\"w\""));
+    match sim.client().request_text(get("no-such-node")).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
+            assert_eq!(s.message, "nodes \"no-such-node\" not found");
+        }
+        other => panic!("expected 404, got {other:?}"),
+    }
+}

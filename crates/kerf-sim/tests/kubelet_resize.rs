@@ -270,6 +270,84 @@ async fn memory_resize_on_a_swap_node_is_infeasible() {
 }
 
 #[tokio::test]
+async fn a_node_labelled_swap_by_hand_reports_swap_capacity_and_refuses_memory_resizes() {
+    let sim = start(SimConfig {
+        nodes: 1,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let nodes: Api<Node> = Api::all(sim.client());
+    nodes
+        .patch(
+            "sim-node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"kerf-sim/swap": "true"}}})),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let capacity = loop {
+        let node = serde_json::to_value(nodes.get("sim-node-1").await.unwrap()).unwrap();
+        if let Some(c) = node
+            .pointer("/status/nodeInfo/swap/capacity")
+            .and_then(Value::as_i64)
+        {
+            break c;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no swap capacity reported: {}",
+            node["status"]["nodeInfo"]
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert_eq!(capacity, 16 * 1024 * 1024 * 1024);
+    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    api.create(
+        &PostParams::default(),
+        &pod("h", "100m", "128Mi", json!({})).unwrap(),
+    )
+    .await
+    .unwrap();
+    wait_pod(&api, "h", ready).await.unwrap();
+    resize(&api, "h", "100m", "192Mi").await.unwrap();
+    let p = wait_pod(&api, "h", |p| resize_pending(p).is_some())
+        .await
+        .unwrap();
+    assert_eq!(resize_pending(&p).as_deref(), Some("Infeasible"));
+}
+
+#[tokio::test]
+async fn a_node_given_swap_capacity_by_hand_gets_the_swap_label() {
+    let sim = start(SimConfig {
+        nodes: 1,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let nodes: Api<Node> = Api::all(sim.client());
+    nodes
+        .patch_status(
+            "sim-node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"nodeInfo": {"swap": {"capacity": 1073741824}}}})),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let node = nodes.get("sim-node-1").await.unwrap();
+        let labels = node.metadata.labels.unwrap_or_default();
+        if labels.get("kerf-sim/swap").map(String::as_str) == Some("true") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{labels:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
 async fn resize_with_restart_container_policy_restarts_the_container() {
     let sim = start(SimConfig::default()).await.unwrap();
     let api: Api<Pod> = Api::namespaced(sim.client(), "default");

@@ -102,6 +102,9 @@ fn resources_of(ctx: &SimContext, group: &str, version: &str) -> Vec<Value> {
                 out.push(json!({"name": "pods/resize", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": SUB_VERBS}));
             }
         }
+        if g == gvr::NODES {
+            out.push(json!({"name": "nodes/proxy", "singularName": "", "namespaced": false, "kind": "NodeProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]}));
+        }
         let crd_status = crd.is_none_or(|c| {
             c["spec"]["versions"]
                 .as_array()

@@ -199,24 +199,34 @@ pub async fn patch(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Valu
             | "application/json-patch+json"
             | "application/apply-patch+yaml"
     );
-    if !known || (custom && ct == "application/strategic-merge-patch+json") {
+    if !known {
         return Err(unsupported_media_type());
+    }
+    if custom && ct == "application/strategic-merge-patch+json" {
+        return Err(super::routes::unknown_body_format(&[
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ]));
     }
     if ct == "application/apply-patch+yaml" {
         return super::ssa::apply(ctx, req, t);
     }
-    let current = match existing(ctx, t, &name) {
-        Ok(c) => c,
-        Err(e) => return Err(e),
-    };
-    let mut obj = apply_patch(req, &current, custom)?;
+    // The stored object is read back with its defaults, as the real server decodes it, so
+    // defaults never count as a change of the patched object.
+    let mut current = existing(ctx, t, &name)?;
+    super::defaults::apply(&t.gvr, &mut current);
     let sub = t.sub.as_deref();
+    if sub == Some("scale") && super::routes::has_scale(&t.gvr) {
+        let scale = apply_patch(req, &super::routes::scale_of(t, &current), custom)?;
+        return super::routes::write_scale(ctx, req, t, current, &scale).map(|v| (200, v));
+    }
+    let mut obj = apply_patch(req, &current, custom)?;
     match sub {
         Some("resize") => {
             return super::resize::apply(ctx, req, t, &current, obj).map(|v| (200, v));
         }
         None | Some("status") => {}
-        Some("scale") => return scale(ctx, req, t, current, obj),
         Some(_) => return Err(super::path_not_found()),
     }
     if sub.is_none() {
@@ -227,19 +237,5 @@ pub async fn patch(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Valu
         return Ok((200, obj));
     }
     let out = ctx.store.write(&t.gvr, obj, &req.manager(), sub)?;
-    Ok((200, out))
-}
-
-fn scale(
-    ctx: &SimContext,
-    req: &Req,
-    t: &Target,
-    mut current: Value,
-    patched_scale: Value,
-) -> Result<(u16, Value), ApiError> {
-    if let Some(r) = patched_scale.pointer("/spec/replicas") {
-        current["spec"]["replicas"] = r.clone();
-    }
-    let out = ctx.store.write(&t.gvr, current, &req.manager(), None)?;
     Ok((200, out))
 }

@@ -103,6 +103,11 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
     }
 }
 
+/// Whether the kind has a `scale` subresource.
+pub fn has_scale(g: &Gvr) -> bool {
+    g.group == "apps" && matches!(g.resource, "deployments" | "replicasets" | "statefulsets")
+}
+
 /// The object a request names, or 404.
 pub fn existing(ctx: &SimContext, t: &Target, name: &str) -> Result<Value, ApiError> {
     ctx.store
@@ -114,19 +119,55 @@ fn get(ctx: &SimContext, _req: &Req, t: &Target, name: &str) -> Result<(u16, Val
     let obj = existing(ctx, t, name)?;
     match t.sub.as_deref() {
         None | Some("status") | Some("resize") => Ok((200, obj)),
-        Some("scale") => Ok((200, scale_of(t, &obj))),
+        Some("scale") if has_scale(&t.gvr) => Ok((200, scale_of(t, &obj))),
         Some(_) => Err(path_not_found()),
     }
 }
 
-fn scale_of(t: &Target, obj: &Value) -> Value {
+/// The autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet.
+pub fn scale_of(t: &Target, obj: &Value) -> Value {
+    let selector: Vec<String> = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {"name": obj["metadata"]["name"], "namespace": t.namespace, "uid": obj["metadata"]["uid"],
             "resourceVersion": obj["metadata"]["resourceVersion"], "creationTimestamp": obj["metadata"]["creationTimestamp"]},
         "spec": {"replicas": obj["spec"]["replicas"]},
-        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": ""},
+        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector.join(",")},
     })
+}
+
+/// Sets the replicas of the scaled object from a (patched or PUT) Scale and answers the
+/// new Scale.
+pub fn write_scale(
+    ctx: &SimContext,
+    req: &Req,
+    t: &Target,
+    mut current: Value,
+    scale: &Value,
+) -> Result<Value, ApiError> {
+    if let Some(rv) = scale
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
+        && Some(rv) != current["metadata"]["resourceVersion"].as_str()
+    {
+        let name = current["metadata"]["name"].as_str().unwrap_or_default();
+        return Err(ApiError::conflict(&t.gvr, name));
+    }
+    if let Some(r) = scale.pointer("/spec/replicas") {
+        current["spec"]["replicas"] = r.clone();
+    }
+    if let Some(m) = current["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    let out = ctx.store.write(&t.gvr, current, &req.manager(), None)?;
+    Ok(scale_of(t, &out))
 }
 
 fn list(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
@@ -221,7 +262,12 @@ pub fn decode_body(req: &Req, kind: &str) -> Result<Value, ApiError> {
             }
         }),
         "application/yaml" => serde_yaml::from_slice(&req.body).map_err(|e| e.to_string()),
-        _ => return Err(unsupported_media_type()),
+        _ => {
+            return Err(unknown_body_format(&[
+                "application/json",
+                "application/yaml",
+            ]));
+        }
     };
     parsed.map_err(|e| {
         let text = String::from_utf8_lossy(&req.body);
@@ -233,7 +279,23 @@ pub fn decode_body(req: &Req, kind: &str) -> Result<Value, ApiError> {
     })
 }
 
-/// 415.
+/// 415 for a request body in a format the server does not decode for this resource, e.g.
+/// protobuf (`application/vnd.kubernetes.protobuf`, which kubectl's typed clients send for
+/// `kubectl create namespace|deployment|...`): the real server's answer for a kind that has
+/// no protobuf encoding (custom resources), listing what it accepts.
+pub fn unknown_body_format(accepted: &[&str]) -> ApiError {
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: {}",
+            accepted.join(", ")
+        ),
+        None,
+    )
+}
+
+/// 415 of a PATCH with a content type that is no patch type.
 pub fn unsupported_media_type() -> ApiError {
     ApiError::new(
         415,
@@ -325,7 +387,11 @@ fn update(
         }
         _ => obj["metadata"]["name"] = json!(name),
     }
-    let old = existing(ctx, t, name)?;
+    let mut old = existing(ctx, t, name)?;
+    if sub == Some("scale") && has_scale(&t.gvr) {
+        return write_scale(ctx, req, t, old, &obj);
+    }
+    super::defaults::apply(&t.gvr, &mut old);
     if sub != Some("status") {
         super::defaults::apply(&t.gvr, &mut obj);
     }

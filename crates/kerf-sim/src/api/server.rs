@@ -36,6 +36,9 @@ pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
             return json_response(200, &v);
         }
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        if let ["api", "v1", "nodes", node, "proxy", "metrics", "cadvisor"] = segs.as_slice() {
+            return node_cadvisor(ctx, node);
+        }
         let gv = match segs.as_slice() {
             ["api", v] => Some(discovery::resource_list(ctx, "", v)),
             ["apis", g] => Some(discovery::group(ctx, g)),
@@ -57,6 +60,28 @@ pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
         Ok(None) => error_response(&path_not_found()),
         Err(e) => error_response(&e),
     }
+}
+
+/// `GET /api/v1/nodes/{node}/proxy/metrics/cadvisor`: the node's cAdvisor counters, as the
+/// API server proxies them from the node's kubelet; 404 for an unknown node.
+fn node_cadvisor(ctx: &SimContext, node: &str) -> Response<Body> {
+    if ctx
+        .store
+        .get(&crate::store::gvr::NODES, None, node)
+        .is_none()
+    {
+        return error_response(&crate::store::ApiError::not_found(
+            &crate::store::gvr::NODES,
+            node,
+        ));
+    }
+    let body = crate::kubelet::render_cadvisor(ctx, Some(node));
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
 }
 
 async fn to_req(r: Request<hyper::body::Incoming>) -> Req {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::Req;
 use crate::sim::SimContext;
-use crate::store::{Gvr, gvr};
+use crate::store::Gvr;
 
 /// kubectl's human duration (`45s`, `3m12s`, `5h`, `2d3h`, `40d`).
 pub fn human_duration(secs: i64) -> String {
@@ -77,8 +77,13 @@ pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 fn col(name: &str, ty: &str) -> Value {
+    col_p(name, ty, 0)
+}
+
+/// A column with a priority: 0 shows by default, 1 only with `-o wide`.
+fn col_p(name: &str, ty: &str, priority: u8) -> Value {
     let format = if name == "Name" { "name" } else { "" };
-    json!({"name": name, "type": ty, "format": format, "description": name, "priority": 0})
+    json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
 }
 
 fn ready_count(pod: &Value) -> String {
@@ -108,40 +113,103 @@ fn pod_status(pod: &Value) -> Value {
     pod["status"]["phase"].clone()
 }
 
-fn builtin(g: &Gvr, o: &Value) -> (Vec<Value>, Vec<Value>) {
-    let n = |p: &str| o.pointer(p).cloned().unwrap_or(json!(0));
-    match (g.group, g.resource) {
-        ("", "pods") => {
-            let restarts: i64 = o["status"]["containerStatuses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["restartCount"].as_i64())
-                .sum();
-            (
-                vec![
-                    col("Ready", "string"),
-                    col("Status", "string"),
-                    col("Restarts", "string"),
-                    col("IP", "string"),
-                    col("Node", "string"),
-                ],
-                vec![
-                    json!(ready_count(o)),
-                    pod_status(o),
-                    json!(restarts.to_string()),
-                    o["status"]["podIP"].clone(),
-                    o["spec"]["nodeName"].clone(),
-                ],
-            )
+/// A text cell, `<none>` when the field is absent or empty (as kubectl's printers do).
+fn text_or_none(v: &Value) -> Value {
+    match v.as_str() {
+        Some(s) if !s.is_empty() => json!(s),
+        _ => json!("<none>"),
+    }
+}
+
+/// `3` or `3 (5m ago)`: restarts and how long ago the last one ended.
+fn restarts(pod: &Value, now: DateTime<Utc>) -> Value {
+    let statuses = pod["status"]["containerStatuses"].as_array();
+    let count: i64 = statuses
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["restartCount"].as_i64())
+        .sum();
+    let last = statuses
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.pointer("/lastState/terminated/finishedAt")?.as_str())
+        .filter_map(|t| DateTime::parse_from_rfc3339(t).ok())
+        .max();
+    match last {
+        Some(t) if count > 0 => {
+            let secs = (now - t.with_timezone(&Utc)).num_seconds();
+            json!(format!("{count} ({} ago)", human_duration(secs)))
         }
-        ("apps", "deployments") | ("apps", "statefulsets") => (
+        _ => json!(count.to_string()),
+    }
+}
+
+fn node_roles(node: &Value) -> Value {
+    let mut roles: Vec<&str> = node["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+        .filter(|r| !r.is_empty())
+        .collect();
+    roles.sort_unstable();
+    if roles.is_empty() {
+        json!("<none>")
+    } else {
+        json!(roles.join(","))
+    }
+}
+
+fn node_address(node: &Value, kind: &str) -> Value {
+    let found = node["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["type"] == kind);
+    text_or_none(found.map_or(&Value::Null, |a| &a["address"]))
+}
+
+/// The columns and cells of a built-in kind, in the real server's order (Name and Age
+/// included); None for kinds without a printer here.
+fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Value>)> {
+    let n = |p: &str| o.pointer(p).cloned().unwrap_or(json!(0));
+    let name = o["metadata"]["name"].clone();
+    let created = age(&o["metadata"]["creationTimestamp"], now);
+    let (cols, cells) = match (g.group, g.resource) {
+        ("", "pods") => (
             vec![
+                col("Name", "string"),
+                col("Ready", "string"),
+                col("Status", "string"),
+                col("Restarts", "string"),
+                col("Age", "string"),
+                col_p("IP", "string", 1),
+                col_p("Node", "string", 1),
+                col_p("Nominated Node", "string", 1),
+                col_p("Readiness Gates", "string", 1),
+            ],
+            vec![
+                name,
+                json!(ready_count(o)),
+                pod_status(o),
+                restarts(o, now),
+                created,
+                text_or_none(&o["status"]["podIP"]),
+                text_or_none(&o["spec"]["nodeName"]),
+                text_or_none(&o["status"]["nominatedNodeName"]),
+                json!("<none>"),
+            ],
+        ),
+        ("apps", "deployments") => (
+            vec![
+                col("Name", "string"),
                 col("Ready", "string"),
                 col("Up-to-date", "integer"),
                 col("Available", "integer"),
+                col("Age", "string"),
             ],
             vec![
+                name,
                 json!(format!(
                     "{}/{}",
                     n("/status/readyReplicas"),
@@ -149,30 +217,61 @@ fn builtin(g: &Gvr, o: &Value) -> (Vec<Value>, Vec<Value>) {
                 )),
                 n("/status/updatedReplicas"),
                 n("/status/availableReplicas"),
+                created,
+            ],
+        ),
+        ("apps", "statefulsets") => (
+            vec![
+                col("Name", "string"),
+                col("Ready", "string"),
+                col("Age", "string"),
+            ],
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    n("/status/readyReplicas"),
+                    n("/spec/replicas")
+                )),
+                created,
             ],
         ),
         ("apps", "replicasets") => (
             vec![
+                col("Name", "string"),
                 col("Desired", "integer"),
                 col("Current", "integer"),
                 col("Ready", "integer"),
+                col("Age", "string"),
             ],
             vec![
+                name,
                 n("/spec/replicas"),
                 n("/status/replicas"),
                 n("/status/readyReplicas"),
+                created,
             ],
         ),
         ("apps", "daemonsets") => (
             vec![
+                col("Name", "string"),
                 col("Desired", "integer"),
                 col("Current", "integer"),
                 col("Ready", "integer"),
+                col("Up-to-date", "integer"),
+                col("Available", "integer"),
+                col("Node Selector", "string"),
+                col("Age", "string"),
             ],
             vec![
+                name,
                 n("/status/desiredNumberScheduled"),
                 n("/status/currentNumberScheduled"),
                 n("/status/numberReady"),
+                n("/status/updatedNumberScheduled"),
+                n("/status/numberAvailable"),
+                node_selector(o),
+                created,
             ],
         ),
         ("", "nodes") => {
@@ -181,25 +280,52 @@ fn builtin(g: &Gvr, o: &Value) -> (Vec<Value>, Vec<Value>) {
                 .into_iter()
                 .flatten()
                 .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let info = &o["status"]["nodeInfo"];
             (
-                vec![col("Status", "string"), col("Version", "string")],
                 vec![
+                    col("Name", "string"),
+                    col("Status", "string"),
+                    col("Roles", "string"),
+                    col("Age", "string"),
+                    col("Version", "string"),
+                    col_p("Internal-IP", "string", 1),
+                    col_p("External-IP", "string", 1),
+                    col_p("OS-Image", "string", 1),
+                    col_p("Kernel-Version", "string", 1),
+                    col_p("Container-Runtime", "string", 1),
+                ],
+                vec![
+                    name,
                     json!(if ready { "Ready" } else { "NotReady" }),
-                    o["status"]["nodeInfo"]["kubeletVersion"].clone(),
+                    node_roles(o),
+                    created,
+                    info["kubeletVersion"].clone(),
+                    node_address(o, "InternalIP"),
+                    node_address(o, "ExternalIP"),
+                    text_or_none(&info["osImage"]),
+                    text_or_none(&info["kernelVersion"]),
+                    text_or_none(&info["containerRuntimeVersion"]),
                 ],
             )
         }
         ("", "namespaces") => (
-            vec![col("Status", "string")],
-            vec![o["status"]["phase"].clone()],
+            vec![
+                col("Name", "string"),
+                col("Status", "string"),
+                col("Age", "string"),
+            ],
+            vec![name, o["status"]["phase"].clone(), created],
         ),
         ("policy", "poddisruptionbudgets") => (
             vec![
+                col("Name", "string"),
                 col("Min Available", "string"),
                 col("Max Unavailable", "string"),
                 col("Allowed Disruptions", "integer"),
+                col("Age", "string"),
             ],
             vec![
+                name,
                 o.pointer("/spec/minAvailable")
                     .cloned()
                     .unwrap_or(json!("N/A")),
@@ -207,31 +333,63 @@ fn builtin(g: &Gvr, o: &Value) -> (Vec<Value>, Vec<Value>) {
                     .cloned()
                     .unwrap_or(json!("N/A")),
                 n("/status/disruptionsAllowed"),
+                created,
             ],
         ),
-        ("", "events") => (
-            vec![
-                col("Type", "string"),
-                col("Reason", "string"),
-                col("Object", "string"),
-                col("Message", "string"),
-            ],
-            vec![
-                o["type"].clone(),
-                o["reason"].clone(),
-                json!(format!(
-                    "{}/{}",
-                    o["involvedObject"]["kind"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_lowercase(),
-                    o["involvedObject"]["name"].as_str().unwrap_or_default()
-                )),
-                o["message"].clone(),
-            ],
+        ("", "events") => event_row(o, now),
+        _ => return None,
+    };
+    Some((cols, cells))
+}
+
+fn node_selector(o: &Value) -> Value {
+    let sel = o
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object);
+    match sel {
+        Some(m) if !m.is_empty() => json!(
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
         ),
-        _ => (Vec::new(), Vec::new()),
+        _ => json!("<none>"),
     }
+}
+
+/// The events printer: Last Seen first, no Name column by default.
+fn event_row(o: &Value, now: DateTime<Utc>) -> (Vec<Value>, Vec<Value>) {
+    let last = ["lastTimestamp", "eventTime", "firstTimestamp"]
+        .iter()
+        .map(|k| &o[*k])
+        .find(|v| v.is_string())
+        .or(Some(&o["metadata"]["creationTimestamp"]))
+        .map_or(json!("<unknown>"), |t| age(t, now));
+    (
+        vec![
+            col("Last Seen", "string"),
+            col("Type", "string"),
+            col("Reason", "string"),
+            col("Object", "string"),
+            col("Message", "string"),
+            col_p("Name", "string", 1),
+        ],
+        vec![
+            last,
+            o["type"].clone(),
+            o["reason"].clone(),
+            json!(format!(
+                "{}/{}",
+                o["involvedObject"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_lowercase(),
+                o["involvedObject"]["name"].as_str().unwrap_or_default()
+            )),
+            o["message"].clone(),
+            o["metadata"]["name"].clone(),
+        ],
+    )
 }
 
 fn printer_columns(ctx: &SimContext, g: &Gvr) -> Option<Vec<Value>> {
@@ -270,16 +428,15 @@ pub fn to_table(ctx: &SimContext, g: &Gvr, body: &Value, req: &Req) -> Value {
                 columns.push(col("Age", "date"));
             }
         }
-        None => {
-            let sample = items.first().copied().unwrap_or(&Value::Null);
-            columns.extend(builtin(g, sample).0);
-            columns.push(col("Age", "string"));
-        }
+        None => match builtin(g, &Value::Null, now) {
+            Some((cols, _)) => columns = cols,
+            None => columns.push(col("Age", "string")),
+        },
     }
     for o in &items {
-        let mut cells = vec![o["metadata"]["name"].clone()];
-        match &custom {
+        let cells = match &custom {
             Some(cols) => {
+                let mut cells = vec![o["metadata"]["name"].clone()];
                 for c in cols {
                     let v = json_path(o, c["jsonPath"].as_str().unwrap_or_default())
                         .cloned()
@@ -289,12 +446,16 @@ pub fn to_table(ctx: &SimContext, g: &Gvr, body: &Value, req: &Req) -> Value {
                 if cols.is_empty() {
                     cells.push(age(&o["metadata"]["creationTimestamp"], now));
                 }
+                cells
             }
-            None => {
-                cells.extend(builtin(g, o).1);
-                cells.push(age(&o["metadata"]["creationTimestamp"], now));
-            }
-        }
+            None => match builtin(g, o, now) {
+                Some((_, cells)) => cells,
+                None => vec![
+                    o["metadata"]["name"].clone(),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ],
+            },
+        };
         let object = match include {
             "None" => Value::Null,
             "Object" => (*o).clone(),
@@ -306,6 +467,5 @@ pub fn to_table(ctx: &SimContext, g: &Gvr, body: &Value, req: &Req) -> Value {
     if let Some(c) = body.pointer("/metadata/continue") {
         meta["continue"] = c.clone();
     }
-    let _ = gvr::PODS;
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": columns, "rows": rows})
 }

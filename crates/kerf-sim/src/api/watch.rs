@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -50,9 +51,30 @@ impl Filter {
     }
 }
 
-fn event_line(ctx: &SimContext, req: &Req, t: &Target, kind: &str, obj: &Value) -> Bytes {
+/// Whether a table watch still owes the client its column definitions: as the real server,
+/// only the first table event carries them; later ones have `columnDefinitions: null`.
+struct Headers(AtomicBool);
+
+impl Headers {
+    fn new() -> Headers {
+        Headers(AtomicBool::new(true))
+    }
+}
+
+fn event_line(
+    ctx: &SimContext,
+    req: &Req,
+    t: &Target,
+    headers: &Headers,
+    kind: &str,
+    obj: &Value,
+) -> Bytes {
     let obj = if req.wants_table() && kind != "ERROR" && kind != "BOOKMARK" {
-        super::table::to_table(ctx, &t.gvr, obj, req)
+        let mut table = super::table::to_table(ctx, &t.gvr, obj, req);
+        if !headers.0.swap(false, Ordering::Relaxed) {
+            table["columnDefinitions"] = Value::Null;
+        }
+        table
     } else {
         obj.clone()
     };
@@ -97,16 +119,24 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let mut lines: Vec<Bytes> = Vec::new();
     let mut seen = HashSet::new();
+    let headers = Headers::new();
     let start_rv;
     let receiver = if rv_param.is_empty() || rv_param == "0" || send_initial {
         let rx_live = ctx.store.subscribe();
         let (items, rv) = ctx.store.list(&t.gvr, t.namespace.as_deref());
         for o in items.iter().filter(|o| filter.matches(o)) {
             seen.insert(Filter::key(o));
-            lines.push(event_line(ctx, req, t, "ADDED", o));
+            lines.push(event_line(ctx, req, t, &headers, "ADDED", o));
         }
         if send_initial && req.flag("allowWatchBookmarks") {
-            lines.push(event_line(ctx, req, t, "BOOKMARK", &bookmark(t, rv, true)));
+            lines.push(event_line(
+                ctx,
+                req,
+                t,
+                &headers,
+                "BOOKMARK",
+                &bookmark(t, rv, true),
+            ));
         }
         start_rv = rv;
         Some(rx_live)
@@ -123,14 +153,14 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
                     seen.insert(Filter::key(o));
                 }
                 for ev in events {
-                    if let Some(l) = translate(ctx, req, t, &filter, &mut seen, &ev) {
+                    if let Some(l) = translate(ctx, req, t, &headers, &filter, &mut seen, &ev) {
                         lines.push(l);
                     }
                 }
                 Some(rx_live)
             }
             Err(e) => {
-                lines.push(event_line(ctx, req, t, "ERROR", &e.to_status()));
+                lines.push(event_line(ctx, req, t, &headers, "ERROR", &e.to_status()));
                 None
             }
         }
@@ -145,7 +175,10 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
             }
         }
         if let Some(live) = receiver {
-            follow(&ctx2, &req2, &t2, filter, seen, live, tx, timeout, start_rv).await;
+            follow(
+                &ctx2, &req2, &t2, &headers, filter, seen, live, tx, timeout, start_rv,
+            )
+            .await;
         }
     });
     let mut r = Response::new(Body::from_stream(
@@ -169,6 +202,7 @@ fn translate(
     ctx: &SimContext,
     req: &Req,
     t: &Target,
+    headers: &Headers,
     f: &Filter,
     seen: &mut HashSet<String>,
     ev: &StoreEvent,
@@ -196,7 +230,7 @@ fn translate(
         }
         _ => return None,
     };
-    Some(event_line(ctx, req, t, kind, &ev.object))
+    Some(event_line(ctx, req, t, headers, kind, &ev.object))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -204,6 +238,7 @@ async fn follow(
     ctx: &SimContext,
     req: &Req,
     t: &Target,
+    headers: &Headers,
     f: Filter,
     mut seen: HashSet<String>,
     mut live: broadcast::Receiver<StoreEvent>,
@@ -223,7 +258,7 @@ async fn follow(
                 let rv = ctx.store.resource_version();
                 if rv > last_rv {
                     last_rv = rv;
-                    if tx.send(Ok(event_line(ctx, req, t, "BOOKMARK", &bookmark(t, rv, false)))).await.is_err() {
+                    if tx.send(Ok(event_line(ctx, req, t, headers, "BOOKMARK", &bookmark(t, rv, false)))).await.is_err() {
                         return;
                     }
                 }
@@ -234,7 +269,7 @@ async fn follow(
                     if ev.resource_version <= start_rv {
                         continue;
                     }
-                    if let Some(line) = translate(ctx, req, t, &f, &mut seen, &ev) {
+                    if let Some(line) = translate(ctx, req, t, headers, &f, &mut seen, &ev) {
                         last_rv = ev.resource_version;
                         if tx.send(Ok(line)).await.is_err() {
                             return;
@@ -243,7 +278,7 @@ async fn follow(
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     let e = ApiError::new(410, "Expired", "too old resource version: watch fell behind", None);
-                    let _ = tx.send(Ok(event_line(ctx, req, t, "ERROR", &e.to_status()))).await;
+                    let _ = tx.send(Ok(event_line(ctx, req, t, headers, "ERROR", &e.to_status()))).await;
                     return;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,

@@ -1,0 +1,498 @@
+//! HPAs, PDBs, nodes and namespaces.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::{Quantity, WorkloadKind};
+use serde::Deserialize;
+
+use super::types::{Change, ChangeSet, Interner, WorkloadKey};
+use super::wire::{slim_meta, wire_resource};
+
+/// An HPA as the watch decodes it (autoscaling/v2).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct HpaWire {
+    /// Metadata without managedFields.
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    spec: HpaSpecWire,
+}
+wire_resource!(HpaWire, HorizontalPodAutoscaler);
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct HpaSpecWire {
+    scale_target_ref: TargetRefWire,
+    min_replicas: Option<i32>,
+    max_replicas: Option<i32>,
+    metrics: Vec<MetricWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct TargetRefWire {
+    kind: String,
+    name: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MetricWire {
+    #[serde(rename = "type")]
+    type_: String,
+    resource: Option<MetricSourceWire>,
+    container_resource: Option<MetricSourceWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MetricSourceWire {
+    name: String,
+    container: Option<String>,
+    target: MetricTargetWire,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MetricTargetWire {
+    #[serde(rename = "type")]
+    type_: String,
+    average_utilization: Option<i32>,
+    average_value: Option<Quantity>,
+    value: Option<Quantity>,
+}
+
+/// A `Resource` or `ContainerResource` metric of an HPA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HpaResourceMetric {
+    /// Position in `spec.metrics` (for a JSON patch path).
+    pub index: usize,
+    /// The container of a `ContainerResource` metric; `None` for `Resource`.
+    pub container: Option<String>,
+    /// `cpu`, `memory` or another resource name.
+    pub resource: String,
+    /// `Utilization`, `AverageValue` or `Value`.
+    pub target_type: String,
+    /// Target utilization in percent.
+    pub average_utilization: Option<i32>,
+    /// Target average value.
+    pub average_value: Option<Quantity>,
+    /// Target value.
+    pub value: Option<Quantity>,
+}
+
+/// The fields of an HPA that HPA coordination reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HpaInfo {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: String,
+    /// resourceVersion.
+    pub resource_version: String,
+    /// The scaled workload, if it is a kind Kerf manages.
+    pub target: Option<WorkloadKey>,
+    /// minReplicas.
+    pub min_replicas: Option<i32>,
+    /// maxReplicas.
+    pub max_replicas: Option<i32>,
+    /// Resource and ContainerResource metrics; other metrics are left out.
+    pub resource_metrics: Vec<HpaResourceMetric>,
+}
+
+impl HpaInfo {
+    /// Converts the wire form.
+    pub fn from_wire(w: HpaWire, interner: &mut Interner) -> HpaInfo {
+        let ns = interner.intern(w.metadata.namespace.as_deref().unwrap_or_default());
+        let t = &w.spec.scale_target_ref;
+        let target = WorkloadKind::parse(&t.kind).map(|kind| WorkloadKey {
+            namespace: ns.clone(),
+            kind,
+            name: interner.intern(&t.name),
+        });
+        let resource_metrics = w
+            .spec
+            .metrics
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, m)| {
+                let src = match m.type_.as_str() {
+                    "Resource" => m.resource,
+                    "ContainerResource" => m.container_resource,
+                    _ => None,
+                }?;
+                Some(HpaResourceMetric {
+                    index,
+                    container: src.container,
+                    resource: src.name,
+                    target_type: src.target.type_,
+                    average_utilization: src.target.average_utilization,
+                    average_value: src.target.average_value,
+                    value: src.target.value,
+                })
+            })
+            .collect();
+        HpaInfo {
+            namespace: ns,
+            name: w.metadata.name.unwrap_or_default(),
+            resource_version: w.metadata.resource_version.unwrap_or_default(),
+            target,
+            min_replicas: w.spec.min_replicas,
+            max_replicas: w.spec.max_replicas,
+            resource_metrics,
+        }
+    }
+}
+
+/// HPAs by namespace and name, and by target workload.
+#[derive(Debug, Default)]
+pub struct HpaIndex {
+    items: HashMap<(Arc<str>, String), Arc<HpaInfo>>,
+    by_target: HashMap<WorkloadKey, Vec<String>>,
+}
+
+impl HpaIndex {
+    /// Adds or replaces an HPA.
+    pub fn upsert(&mut self, h: HpaInfo, changes: &mut ChangeSet) {
+        self.remove(&h.namespace.clone(), &h.name.clone(), changes);
+        if let Some(t) = &h.target {
+            changes.insert(Change::Workload(t.clone()));
+            self.by_target
+                .entry(t.clone())
+                .or_default()
+                .push(h.name.clone());
+        }
+        self.items
+            .insert((h.namespace.clone(), h.name.clone()), Arc::new(h));
+    }
+
+    /// Removes an HPA.
+    pub fn remove(&mut self, namespace: &Arc<str>, name: &str, changes: &mut ChangeSet) {
+        let Some(old) = self.items.remove(&(namespace.clone(), name.to_owned())) else {
+            return;
+        };
+        if let Some(t) = &old.target {
+            changes.insert(Change::Workload(t.clone()));
+            if let Some(v) = self.by_target.get_mut(t) {
+                v.retain(|n| n != name);
+                if v.is_empty() {
+                    self.by_target.remove(t);
+                }
+            }
+        }
+    }
+
+    /// Replaces every HPA (after a relist).
+    pub fn replace(&mut self, items: Vec<HpaInfo>, changes: &mut ChangeSet) {
+        let old: Vec<_> = self.items.keys().cloned().collect();
+        for (ns, name) in old {
+            self.remove(&ns, &name, changes);
+        }
+        for h in items {
+            self.upsert(h, changes);
+        }
+    }
+
+    /// The HPAs that scale `target`.
+    pub fn for_target(&self, target: &WorkloadKey) -> Vec<Arc<HpaInfo>> {
+        self.by_target
+            .get(target)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| {
+                self.items
+                    .get(&(target.namespace.clone(), n.clone()))
+                    .cloned()
+            })
+            .collect()
+    }
+}
+
+/// A PDB as the watch decodes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PdbWire {
+    /// Metadata without managedFields.
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    spec: PdbSpecWire,
+    status: PdbStatusWire,
+}
+wire_resource!(PdbWire, PodDisruptionBudget);
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PdbSpecWire {
+    selector: Option<LabelSelector>,
+    min_available: Option<IntOrString>,
+    max_unavailable: Option<IntOrString>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PdbStatusWire {
+    disruptions_allowed: i32,
+    current_healthy: i32,
+    desired_healthy: i32,
+    expected_pods: i32,
+}
+
+/// The fields of a PDB that single-replica safety and evictions read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PdbInfo {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: String,
+    /// Pod selector (`None` selects nothing).
+    pub selector: Option<LabelSelector>,
+    /// minAvailable.
+    pub min_available: Option<IntOrString>,
+    /// maxUnavailable.
+    pub max_unavailable: Option<IntOrString>,
+    /// status.disruptionsAllowed.
+    pub disruptions_allowed: i32,
+    /// status.currentHealthy.
+    pub current_healthy: i32,
+    /// status.desiredHealthy.
+    pub desired_healthy: i32,
+    /// status.expectedPods.
+    pub expected_pods: i32,
+}
+
+impl PdbInfo {
+    /// Converts the wire form.
+    pub fn from_wire(w: PdbWire, interner: &mut Interner) -> PdbInfo {
+        PdbInfo {
+            namespace: interner.intern(w.metadata.namespace.as_deref().unwrap_or_default()),
+            name: w.metadata.name.unwrap_or_default(),
+            selector: w.spec.selector,
+            min_available: w.spec.min_available,
+            max_unavailable: w.spec.max_unavailable,
+            disruptions_allowed: w.status.disruptions_allowed,
+            current_healthy: w.status.current_healthy,
+            desired_healthy: w.status.desired_healthy,
+            expected_pods: w.status.expected_pods,
+        }
+    }
+}
+
+/// PDBs by namespace.
+#[derive(Debug, Default)]
+pub struct PdbIndex {
+    by_namespace: HashMap<Arc<str>, BTreeMap<String, Arc<PdbInfo>>>,
+}
+
+impl PdbIndex {
+    /// Adds or replaces a PDB.
+    pub fn upsert(&mut self, p: PdbInfo, changes: &mut ChangeSet) {
+        changes.insert(Change::Namespace(p.namespace.clone()));
+        self.by_namespace
+            .entry(p.namespace.clone())
+            .or_default()
+            .insert(p.name.clone(), Arc::new(p));
+    }
+
+    /// Removes a PDB.
+    pub fn remove(&mut self, namespace: &Arc<str>, name: &str, changes: &mut ChangeSet) {
+        if let Some(m) = self.by_namespace.get_mut(namespace)
+            && m.remove(name).is_some()
+        {
+            changes.insert(Change::Namespace(namespace.clone()));
+            if m.is_empty() {
+                self.by_namespace.remove(namespace);
+            }
+        }
+    }
+
+    /// Replaces every PDB (after a relist).
+    pub fn replace(&mut self, items: Vec<PdbInfo>, changes: &mut ChangeSet) {
+        for ns in std::mem::take(&mut self.by_namespace).into_keys() {
+            changes.insert(Change::Namespace(ns));
+        }
+        for p in items {
+            self.upsert(p, changes);
+        }
+    }
+
+    /// The PDBs of a namespace, by name.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<PdbInfo>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+}
+
+/// A node as the watch decodes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeWire {
+    /// Metadata without managedFields.
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    spec: NodeSpecWire,
+    status: NodeStatusWire,
+}
+wire_resource!(NodeWire, Node);
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct NodeSpecWire {
+    unschedulable: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct NodeStatusWire {
+    allocatable: kerf_api::ResourceValues,
+    node_info: NodeSystemInfoWire,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct NodeSystemInfoWire {
+    swap: Option<SwapWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct SwapWire {
+    capacity: Option<i64>,
+}
+
+/// The fields of a node that the in-place rules read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Name.
+    pub name: Arc<str>,
+    /// Labels (matched against `unsupportedNodeSelectors`).
+    pub labels: BTreeMap<String, String>,
+    /// Allocatable CPU.
+    pub allocatable_cpu: Option<Quantity>,
+    /// Allocatable memory.
+    pub allocatable_memory: Option<Quantity>,
+    /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
+    /// its swap nodes) reports it. No label counts.
+    pub swap: bool,
+    /// spec.unschedulable.
+    pub unschedulable: bool,
+}
+
+impl NodeInfo {
+    /// Converts the wire form.
+    pub fn from_wire(w: NodeWire, interner: &mut Interner) -> NodeInfo {
+        let labels = w.metadata.labels.unwrap_or_default();
+        let swap = w
+            .status
+            .node_info
+            .swap
+            .and_then(|s| s.capacity)
+            .is_some_and(|c| c > 0);
+        NodeInfo {
+            name: interner.intern(w.metadata.name.as_deref().unwrap_or_default()),
+            labels,
+            allocatable_cpu: w.status.allocatable.cpu,
+            allocatable_memory: w.status.allocatable.memory,
+            swap,
+            unschedulable: w.spec.unschedulable,
+        }
+    }
+}
+
+/// A namespace as the watch decodes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NamespaceWire {
+    /// Metadata without managedFields.
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+}
+wire_resource!(NamespaceWire, Namespace);
+
+/// A namespace's labels (for policy `namespaceSelector`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    /// Name.
+    pub name: Arc<str>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl NamespaceInfo {
+    /// Converts the wire form.
+    pub fn from_wire(w: NamespaceWire, interner: &mut Interner) -> NamespaceInfo {
+        NamespaceInfo {
+            name: interner.intern(w.metadata.name.as_deref().unwrap_or_default()),
+            labels: w.metadata.labels.unwrap_or_default(),
+        }
+    }
+}
+
+/// Cluster-scoped objects by name. Any change counts as [`Change::All`] for nodes;
+/// a namespace change is [`Change::Namespace`].
+#[derive(Debug)]
+pub struct NamedIndex<T> {
+    items: BTreeMap<Arc<str>, Arc<T>>,
+    scope: fn(&str) -> Change,
+}
+
+impl<T> NamedIndex<T> {
+    /// An index whose changes are reported by `scope` from the object's name.
+    pub fn new(scope: fn(&str) -> Change) -> Self {
+        NamedIndex {
+            items: BTreeMap::new(),
+            scope,
+        }
+    }
+
+    /// Adds or replaces an object.
+    pub fn upsert(&mut self, name: Arc<str>, item: T, changes: &mut ChangeSet) {
+        changes.insert((self.scope)(&name));
+        self.items.insert(name, Arc::new(item));
+    }
+
+    /// Removes an object.
+    pub fn remove(&mut self, name: &str, changes: &mut ChangeSet) {
+        if self.items.remove(name).is_some() {
+            changes.insert((self.scope)(name));
+        }
+    }
+
+    /// Replaces every object (after a relist).
+    pub fn replace(&mut self, items: Vec<(Arc<str>, T)>, changes: &mut ChangeSet) {
+        for name in std::mem::take(&mut self.items).into_keys() {
+            changes.insert((self.scope)(&name));
+        }
+        for (name, item) in items {
+            self.upsert(name, item, changes);
+        }
+    }
+
+    /// One object.
+    pub fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.items.get(name).cloned()
+    }
+
+    /// Every object, by name.
+    pub fn all(&self) -> Vec<Arc<T>> {
+        self.items.values().cloned().collect()
+    }
+}
+
+/// Reports every node change as [`Change::All`].
+pub fn node_scope(_: &str) -> Change {
+    Change::All
+}
+
+/// Reports a namespace change as [`Change::Namespace`].
+pub fn namespace_scope(name: &str) -> Change {
+    Change::Namespace(name.into())
+}

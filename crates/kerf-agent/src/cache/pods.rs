@@ -1,0 +1,394 @@
+//! Pods: the slim form and the index by controlling owner.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_api::{ResourceRequirements, ResourceValues, WorkloadKind};
+use serde::Deserialize;
+
+use super::types::{Change, ChangeSet, Interner, ResizePolicy, WorkloadKey};
+use super::wire::{ResizePolicyWire, ResourcesWire, slim_meta, time, wire_resource};
+
+/// A pod as the watch decodes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PodWire {
+    /// Metadata without managedFields.
+    #[serde(deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    spec: PodSpecWire,
+    status: PodStatusWire,
+}
+wire_resource!(PodWire, Pod);
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodSpecWire {
+    node_name: Option<String>,
+    containers: Vec<PodContainerWire>,
+    init_containers: Vec<PodContainerWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodContainerWire {
+    name: String,
+    resources: ResourcesWire,
+    resize_policy: Vec<ResizePolicyWire>,
+    restart_policy: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodStatusWire {
+    phase: Option<String>,
+    qos_class: Option<String>,
+    conditions: Vec<PodConditionWire>,
+    container_statuses: Vec<ContainerStatusWire>,
+    init_container_statuses: Vec<ContainerStatusWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodConditionWire {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+    last_transition_time: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ContainerStatusWire {
+    name: String,
+    ready: bool,
+    restart_count: u32,
+    resources: Option<ResourcesWire>,
+    last_state: LastStateWire,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct LastStateWire {
+    terminated: Option<TerminatedWire>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct TerminatedWire {
+    reason: Option<String>,
+}
+
+/// The controlling owner of a pod or ReplicaSet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// Kind (`ReplicaSet`, `StatefulSet`, `DaemonSet`, ...).
+    pub kind: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// UID.
+    pub uid: String,
+}
+
+/// A pod resize condition (`PodResizePending`, `PodResizeInProgress`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResizeCondition {
+    /// Reason (`Infeasible`, `Deferred`, `Error`), if any.
+    pub reason: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+    /// When the condition last changed.
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// A pod's container: spec values and status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodContainer {
+    /// Name.
+    pub name: Arc<str>,
+    /// True for a restartable init container (sidecar).
+    pub sidecar: bool,
+    /// Spec requests.
+    pub requests: ResourceValues,
+    /// Spec limits.
+    pub limits: ResourceValues,
+    /// Resize policy.
+    pub resize_policy: ResizePolicy,
+    /// The resources the kubelet reports as actuated (`status.containerStatuses[].resources`).
+    pub status_resources: Option<ResourceRequirements>,
+    /// Restart count.
+    pub restart_count: u32,
+    /// `lastState.terminated.reason` (`OOMKilled`, `Error`, ...).
+    pub last_terminated_reason: Option<String>,
+    /// Ready.
+    pub ready: bool,
+}
+
+/// Pod phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Pending.
+    Pending,
+    /// Running.
+    Running,
+    /// Succeeded.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Unknown or absent.
+    #[default]
+    Unknown,
+}
+
+impl PodPhase {
+    fn parse(s: Option<&str>) -> PodPhase {
+        match s {
+            Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            _ => PodPhase::Unknown,
+        }
+    }
+}
+
+/// The fields of a pod that decisions, the executor and the health watch read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// resourceVersion.
+    pub resource_version: String,
+    /// Labels (`pod-template-hash`, `controller-revision-hash` among them).
+    pub labels: BTreeMap<String, String>,
+    /// Controlling owner.
+    pub owner: Option<OwnerRef>,
+    /// Node.
+    pub node_name: Option<Arc<str>>,
+    /// Phase.
+    pub phase: PodPhase,
+    /// QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
+    pub qos_class: Option<Arc<str>>,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// Last transition of the Ready condition.
+    pub ready_since: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created: Option<DateTime<Utc>>,
+    /// Set while the pod terminates.
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+    /// `PodResizePending`, if present.
+    pub resize_pending: Option<ResizeCondition>,
+    /// `PodResizeInProgress`, if present.
+    pub resize_in_progress: Option<ResizeCondition>,
+    /// Containers, then restartable init containers.
+    pub containers: Vec<PodContainer>,
+}
+
+impl PodInfo {
+    /// Converts the wire form.
+    pub fn from_wire(w: PodWire, interner: &mut Interner) -> PodInfo {
+        let m = w.metadata;
+        let cond = |t: &str| w.status.conditions.iter().find(|c| c.type_ == t);
+        let resize = |t: &str| {
+            cond(t)
+                .filter(|c| c.status == "True")
+                .map(|c| ResizeCondition {
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    since: c.last_transition_time,
+                })
+        };
+        let ready_cond = cond("Ready");
+        let mut containers = Vec::with_capacity(w.spec.containers.len());
+        for (c, sidecar) in w.spec.containers.iter().map(|c| (c, false)).chain(
+            w.spec
+                .init_containers
+                .iter()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+                .map(|c| (c, true)),
+        ) {
+            let statuses = if sidecar {
+                &w.status.init_container_statuses
+            } else {
+                &w.status.container_statuses
+            };
+            containers.push(pod_container(c, sidecar, statuses, interner));
+        }
+        PodInfo {
+            namespace: interner.intern(m.namespace.as_deref().unwrap_or_default()),
+            name: m.name.clone().unwrap_or_default(),
+            uid: m.uid.clone().unwrap_or_default(),
+            resource_version: m.resource_version.clone().unwrap_or_default(),
+            owner: controller_owner(&m, interner),
+            node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
+            phase: PodPhase::parse(w.status.phase.as_deref()),
+            qos_class: w.status.qos_class.as_deref().map(|q| interner.intern(q)),
+            ready: ready_cond.is_some_and(|c| c.status == "True"),
+            ready_since: ready_cond.and_then(|c| c.last_transition_time),
+            created: time(m.creation_timestamp.as_ref()),
+            deletion_timestamp: time(m.deletion_timestamp.as_ref()),
+            resize_pending: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_PENDING),
+            resize_in_progress: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_IN_PROGRESS),
+            labels: m.labels.unwrap_or_default(),
+            containers,
+        }
+    }
+
+    /// The workload this pod belongs to, as far as the pod alone tells: a ReplicaSet
+    /// owner is read as Deployment `<rs name minus -<pod-template-hash>>`, the name the
+    /// Deployment controller gives its ReplicaSets.
+    pub fn workload_hint(&self) -> Option<WorkloadKey> {
+        let owner = self.owner.as_ref()?;
+        let (kind, name) = match &*owner.kind {
+            "ReplicaSet" => {
+                let hash = self.labels.get("pod-template-hash")?;
+                let name = owner.name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+                (WorkloadKind::Deployment, name)
+            }
+            other => (WorkloadKind::parse(other)?, &*owner.name),
+        };
+        Some(WorkloadKey::new(&self.namespace, kind, name))
+    }
+}
+
+fn pod_container(
+    c: &PodContainerWire,
+    sidecar: bool,
+    statuses: &[ContainerStatusWire],
+    interner: &mut Interner,
+) -> PodContainer {
+    let status = statuses.iter().find(|s| s.name == c.name);
+    PodContainer {
+        name: interner.intern(&c.name),
+        sidecar,
+        requests: c.resources.requests.clone(),
+        limits: c.resources.limits.clone(),
+        resize_policy: ResizePolicy::from_wire(&c.resize_policy),
+        status_resources: status
+            .and_then(|s| s.resources.as_ref())
+            .map(|r| ResourceRequirements {
+                requests: r.requests.clone(),
+                limits: r.limits.clone(),
+            }),
+        restart_count: status.map_or(0, |s| s.restart_count),
+        last_terminated_reason: status
+            .and_then(|s| s.last_state.terminated.as_ref())
+            .and_then(|t| t.reason.clone()),
+        ready: status.is_some_and(|s| s.ready),
+    }
+}
+
+/// The controlling owner reference of an object, interned.
+pub fn controller_owner(m: &ObjectMeta, interner: &mut Interner) -> Option<OwnerRef> {
+    let owners = m.owner_references.as_deref().unwrap_or_default();
+    owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| OwnerRef {
+            kind: interner.intern(&o.kind),
+            name: interner.intern(&o.name),
+            uid: o.uid.clone(),
+        })
+}
+
+type OwnerKey = (Arc<str>, Arc<str>, Arc<str>);
+
+/// Pods by namespace and name, and by controlling owner (namespace, kind, name).
+#[derive(Debug, Default)]
+pub struct PodIndex {
+    pods: HashMap<(Arc<str>, String), Arc<PodInfo>>,
+    by_owner: HashMap<OwnerKey, BTreeSet<String>>,
+}
+
+impl PodIndex {
+    /// Adds or replaces a pod.
+    pub fn upsert(&mut self, pod: PodInfo, changes: &mut ChangeSet) {
+        let key = (pod.namespace.clone(), pod.name.clone());
+        if let Some(old) = self.pods.get(&key).cloned() {
+            self.unlink(&old, changes);
+        }
+        if let Some(o) = &pod.owner {
+            self.by_owner
+                .entry((pod.namespace.clone(), o.kind.clone(), o.name.clone()))
+                .or_default()
+                .insert(pod.name.clone());
+        }
+        note(&pod, changes);
+        self.pods.insert(key, Arc::new(pod));
+    }
+
+    /// Removes a pod.
+    pub fn remove(&mut self, namespace: &str, name: &str, changes: &mut ChangeSet) {
+        if let Some(old) = self.pods.remove(&(Arc::from(namespace), name.to_owned())) {
+            self.unlink(&old, changes);
+        }
+    }
+
+    /// Replaces every pod (after a relist).
+    pub fn replace(&mut self, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
+        for old in std::mem::take(&mut self.pods).into_values() {
+            note(&old, changes);
+        }
+        self.by_owner.clear();
+        for p in pods {
+            self.upsert(p, changes);
+        }
+    }
+
+    fn unlink(&mut self, old: &PodInfo, changes: &mut ChangeSet) {
+        note(old, changes);
+        if let Some(o) = &old.owner {
+            let k = (old.namespace.clone(), o.kind.clone(), o.name.clone());
+            if let Some(set) = self.by_owner.get_mut(&k) {
+                set.remove(&old.name);
+                if set.is_empty() {
+                    self.by_owner.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// One pod.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        self.pods
+            .get(&(Arc::from(namespace), name.to_owned()))
+            .cloned()
+    }
+
+    /// The pods whose controlling owner is `kind`/`name` in `namespace`, by name.
+    pub fn owned_by(&self, namespace: &str, kind: &str, name: &str) -> Vec<Arc<PodInfo>> {
+        let key: OwnerKey = (namespace.into(), kind.into(), name.into());
+        self.by_owner
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.pods.get(&(key.0.clone(), n.clone())).cloned())
+            .collect()
+    }
+
+    /// Number of pods.
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// True when no pod is cached.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+fn note(pod: &PodInfo, changes: &mut ChangeSet) {
+    if let Some(k) = pod.workload_hint() {
+        changes.insert(Change::Workload(k));
+    }
+}

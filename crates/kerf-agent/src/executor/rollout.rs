@@ -1,0 +1,369 @@
+//! Rollout: server-side apply of the container resources in the pod template under the
+//! field manager `kerf`, the release hand-over, and the rollout completion check.
+//!
+//! The apply body names `apiVersion`, `kind`, `metadata.name`/`namespace` and
+//! `spec.template.spec.containers[{name, resources}]` (and `initContainers` for restartable
+//! init containers) with only the CPU and memory values of the resources in the change, so
+//! `kerf` owns those fields and nothing else (rules AP-19, AP-20). It is sent with
+//! `force=true`: after a plain `kubectl apply`, `kubectl-client-side-apply` owns these
+//! fields and a polite apply gets 409 (conformance 08).
+//!
+//! The rollback of a rollout (rule RB-23) is [`apply_template`] with the old values.
+
+use kerf_api::wellknown::{FIELD_MANAGER, FIELD_MANAGER_RELEASED};
+use kerf_api::{Quantity, Resource, ResourceRequirements, WorkloadKind};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::error::{ErrorClass, message_of};
+use super::resize::resources_json;
+use super::{ContainerResources, WorkloadId};
+
+pub use super::rollout_status::{RolloutState, rollout_state};
+
+/// How often the release hand-over is re-read and retried after a 409.
+pub const CONFLICT_RETRIES: usize = 3;
+
+/// A template apply the API server accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// `metadata.generation` after the apply; the rollout has started when the controller
+    /// observes it (rule EV-11).
+    pub generation: Option<i64>,
+    /// Containers whose values were applied.
+    pub containers: Vec<String>,
+    /// Containers of the change that the template lacks (dropped, design D8, D21).
+    pub dropped: Vec<String>,
+}
+
+/// A release the API server accepted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Released {
+    /// The fields handed over to `kerf-released` (`container/requests.cpu`).
+    pub released: Vec<String>,
+    /// The fields `kerf` still owns.
+    pub kept: Vec<String>,
+}
+
+/// Why a template apply or a release failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The workload does not exist.
+    #[error("{kind} {namespace}/{name} not found")]
+    NotFound {
+        /// Kind.
+        kind: WorkloadKind,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The live workload has another UID: it was deleted and made again (design D4).
+    #[error("workload was replaced: uid {found}, expected {expected}")]
+    Replaced {
+        /// The UID the change was decided for.
+        expected: String,
+        /// The live UID.
+        found: String,
+    },
+    /// No container of the change is in the template, or no value of the resources.
+    #[error("nothing to apply: no container of the change is in the template")]
+    NothingToApply,
+    /// 409 (a release hand-over whose value moved, after every retry).
+    #[error("apply conflict: {message}")]
+    Conflict {
+        /// The server's message.
+        message: String,
+    },
+    /// 422 or 400: the object is invalid.
+    #[error("apply invalid: {message}")]
+    Invalid {
+        /// The server's message.
+        message: String,
+    },
+    /// 403.
+    #[error("apply forbidden: {message}")]
+    Forbidden {
+        /// The server's message.
+        message: String,
+    },
+    /// Anything else: retried with backoff.
+    #[error("apply failed: {source}")]
+    Transient {
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ApplyError {
+    /// A short, bounded label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ApplyError::NotFound { .. } => "not_found",
+            ApplyError::Replaced { .. } => "replaced",
+            ApplyError::NothingToApply => "nothing_to_apply",
+            ApplyError::Conflict { .. } => "conflict",
+            ApplyError::Invalid { .. } => "invalid",
+            ApplyError::Forbidden { .. } => "forbidden",
+            ApplyError::Transient { .. } => "transient",
+        }
+    }
+
+    /// Whether the same call may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ApplyError::Conflict { .. }
+                | ApplyError::Forbidden { .. }
+                | ApplyError::Transient { .. }
+        )
+    }
+
+    fn from_kube(err: kube::Error) -> ApplyError {
+        let message = message_of(&err);
+        match ErrorClass::of(&err) {
+            ErrorClass::Conflict => ApplyError::Conflict { message },
+            ErrorClass::Invalid => ApplyError::Invalid { message },
+            ErrorClass::Forbidden | ErrorClass::Infeasible => ApplyError::Forbidden { message },
+            _ => ApplyError::Transient { source: err },
+        }
+    }
+}
+
+/// The containers of a pod template that Kerf may change: `containers` and restartable
+/// init containers (`restartPolicy: Always`, design D8).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateContainers {
+    /// `spec.containers[].name`.
+    pub containers: Vec<String>,
+    /// `spec.initContainers[].name` with `restartPolicy: Always`.
+    pub sidecars: Vec<String>,
+}
+
+impl TemplateContainers {
+    /// Reads them from a pod spec (`spec.template.spec` of a workload).
+    pub fn of_pod_spec(spec: &Value) -> TemplateContainers {
+        let names = |key: &str, sidecar_only: bool| -> Vec<String> {
+            spec[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| !sidecar_only || c["restartPolicy"] == "Always")
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        TemplateContainers {
+            containers: names("containers", false),
+            sidecars: names("initContainers", true),
+        }
+    }
+}
+
+/// A planned apply: the body and what it covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApplyPlan {
+    /// The apply body (JSON, which is YAML).
+    pub body: Value,
+    /// Containers whose values are in the body.
+    pub containers: Vec<String>,
+    /// Containers of the change that the template lacks.
+    pub dropped: Vec<String>,
+}
+
+/// The values of `r` restricted to `resources`.
+pub fn only(r: &ResourceRequirements, resources: &[Resource]) -> ResourceRequirements {
+    let mut out = ResourceRequirements::default();
+    for &res in resources {
+        out.requests.set(res, r.requests.get(res).cloned());
+        out.limits.set(res, r.limits.get(res).cloned());
+    }
+    out
+}
+
+/// The apply body of a change: only the CPU and memory values of `resources`, for the
+/// containers of the change that the template has (rules AP-19, AP-20).
+pub fn apply_body(
+    workload: &WorkloadId,
+    containers: &[ContainerResources],
+    resources: &[Resource],
+    template: &TemplateContainers,
+) -> ApplyPlan {
+    let mut main = Vec::new();
+    let mut init = Vec::new();
+    let mut applied = Vec::new();
+    let mut dropped = Vec::new();
+    for (name, r) in containers {
+        let values = only(r, resources);
+        let list = if template.containers.contains(name) {
+            &mut main
+        } else if template.sidecars.contains(name) {
+            &mut init
+        } else {
+            dropped.push(name.clone());
+            continue;
+        };
+        if values.is_empty() {
+            continue;
+        }
+        list.push(json!({"name": name, "resources": resources_json(&values)}));
+        applied.push(name.clone());
+    }
+    let mut pod_spec = serde_json::Map::new();
+    if !main.is_empty() {
+        pod_spec.insert("containers".into(), Value::Array(main));
+    }
+    if !init.is_empty() {
+        pod_spec.insert("initContainers".into(), Value::Array(init));
+    }
+    let mut body = skeleton(workload);
+    if !pod_spec.is_empty() {
+        body["spec"] = json!({"template": {"spec": pod_spec}});
+    }
+    ApplyPlan {
+        body,
+        containers: applied,
+        dropped,
+    }
+}
+
+/// `apiVersion`, `kind` and `metadata` of a workload: an apply of only this owns nothing.
+pub fn skeleton(workload: &WorkloadId) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": workload.kind.as_str(),
+        "metadata": {"name": workload.name, "namespace": workload.namespace},
+    })
+}
+
+/// The `Api` of a workload's kind in its namespace.
+pub fn workload_api(client: kube::Client, workload: &WorkloadId) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("apps", "v1", workload.kind.as_str());
+    let plural = match workload.kind {
+        WorkloadKind::Deployment => "deployments",
+        WorkloadKind::StatefulSet => "statefulsets",
+        WorkloadKind::DaemonSet => "daemonsets",
+    };
+    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+    Api::namespaced_with(client, &workload.namespace, &ar)
+}
+
+/// Reads the live workload and checks its UID.
+pub async fn get_live(
+    api: &Api<DynamicObject>,
+    workload: &WorkloadId,
+) -> Result<DynamicObject, ApplyError> {
+    let live = api
+        .get_opt(&workload.name)
+        .await
+        .map_err(ApplyError::from_kube)?;
+    let live = live.ok_or_else(|| ApplyError::NotFound {
+        kind: workload.kind,
+        namespace: workload.namespace.clone(),
+        name: workload.name.clone(),
+    })?;
+    let found = live.metadata.uid.clone().unwrap_or_default();
+    if !workload.uid.is_empty() && found != workload.uid {
+        return Err(ApplyError::Replaced {
+            expected: workload.uid.clone(),
+            found,
+        });
+    }
+    Ok(live)
+}
+
+async fn send(
+    api: &Api<DynamicObject>,
+    name: &str,
+    manager: &str,
+    force: bool,
+    body: &Value,
+) -> Result<DynamicObject, ApplyError> {
+    let mut params = PatchParams::apply(manager);
+    params.force = force;
+    api.patch(name, &params, &Patch::Apply(body))
+        .await
+        .map_err(ApplyError::from_kube)
+}
+
+/// Applies the change to the pod template: server-side apply as `kerf` with force, of only
+/// the CPU and memory values of `resources` for the containers the template has. The
+/// rollback of a rollout calls this with the old values (rule RB-23).
+pub async fn apply_template(
+    client: kube::Client,
+    workload: &WorkloadId,
+    containers: &[ContainerResources],
+    resources: &[Resource],
+) -> Result<Applied, ApplyError> {
+    let api = workload_api(client, workload);
+    let live = get_live(&api, workload).await?;
+    let template = TemplateContainers::of_pod_spec(&live.data["spec"]["template"]["spec"]);
+    let plan = apply_body(workload, containers, resources, &template);
+    if plan.containers.is_empty() {
+        return Err(ApplyError::NothingToApply);
+    }
+    let out = send(&api, &workload.name, FIELD_MANAGER, true, &plan.body).await?;
+    Ok(Applied {
+        generation: out.metadata.generation,
+        containers: plan.containers,
+        dropped: plan.dropped,
+    })
+}
+
+/// Gives up `kerf`'s ownership of the CPU and memory fields of `resources` without
+/// deleting their values (design section 13, D21; rules AP-21, EV-46):
+/// 1. apply the live values of those fields as `kerf-released` (equal values: shared
+///    ownership, no conflict; a 409 means the value moved, so re-read and retry);
+/// 2. apply as `kerf` with only the fields it keeps, so it no longer owns the released ones
+///    and the values stay.
+///
+/// The values come from the live template, the fields from `kerf`'s managedFields entry.
+pub async fn release(
+    client: kube::Client,
+    workload: &WorkloadId,
+    resources: &[Resource],
+) -> Result<Released, ApplyError> {
+    let api = workload_api(client, workload);
+    let mut attempt = 0;
+    loop {
+        let live = get_live(&api, workload).await?;
+        let plan = super::release::plan_release(workload, &live, resources);
+        if plan.released.is_empty() {
+            return Ok(Released {
+                released: Vec::new(),
+                kept: plan.kept,
+            });
+        }
+        match send(
+            &api,
+            &workload.name,
+            FIELD_MANAGER_RELEASED,
+            false,
+            &plan.handover,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(ApplyError::Conflict { .. }) if attempt < CONFLICT_RETRIES => {
+                attempt += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        send(&api, &workload.name, FIELD_MANAGER, true, &plan.keep).await?;
+        return Ok(Released {
+            released: plan.released,
+            kept: plan.kept,
+        });
+    }
+}
+
+/// A quantity as the template holds it.
+pub(crate) fn quantity_at(v: &Value) -> Option<Quantity> {
+    match v {
+        Value::String(s) => Some(Quantity(s.clone())),
+        Value::Number(n) => Some(Quantity(n.to_string())),
+        _ => None,
+    }
+}

@@ -1,0 +1,79 @@
+//! Hub client metrics: requests by endpoint and status code, the time of the last
+//! successful contact, and whether the hub refuses the token.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels of a hub request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `recommendations`, `config`, `events`, `inventory`.
+    pub endpoint: String,
+    /// HTTP status code, or `error` when no answer came.
+    pub code: String,
+}
+
+/// Labels naming a hub endpoint.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabel {
+    /// `recommendations`, `config`, `events`, `inventory`.
+    pub endpoint: String,
+}
+
+/// The hub client's metrics.
+#[derive(Clone, Debug, Default)]
+pub struct HubMetrics {
+    /// `kerf_agent_hub_requests_total{endpoint, code}`.
+    pub requests: Family<RequestLabels, Counter>,
+    /// `kerf_agent_hub_last_success_timestamp_seconds{endpoint}`.
+    pub last_success: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
+    /// `kerf_agent_hub_auth_failed`: 1 while the hub refuses the token (401 or 403).
+    pub auth_failed: Gauge,
+}
+
+impl HubMetrics {
+    /// Registers the metrics under `hub_` in `registry` (the agent's `kerf_agent`
+    /// registry).
+    pub fn register(registry: &mut Registry) -> HubMetrics {
+        let m = HubMetrics::default();
+        let r = registry.sub_registry_with_prefix("hub");
+        r.register(
+            "requests",
+            "Hub requests by endpoint and status code",
+            m.requests.clone(),
+        );
+        r.register(
+            "last_success_timestamp_seconds",
+            "Unix time of the last successful hub request, by endpoint",
+            m.last_success.clone(),
+        );
+        r.register(
+            "auth_failed",
+            "1 while the hub refuses the agent's token",
+            m.auth_failed.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn request(&self, endpoint: &str, code: &str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn success(&self, endpoint: &str, unix_seconds: f64) {
+        self.last_success
+            .get_or_create(&EndpointLabel {
+                endpoint: endpoint.to_owned(),
+            })
+            .set(unix_seconds);
+    }
+}

@@ -1,0 +1,83 @@
+//! The hub state the reconciler reads (design D26): the last good recommendations and
+//! configuration, when each was fetched (200 or 304), and until when they count as fresh.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kerf_api::hub::{ClusterConfig, RecommendationList};
+
+/// A value from the last successful fetch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastGood<T> {
+    /// The value.
+    pub value: Arc<T>,
+    /// When it was last fetched successfully (200, or 304 for an unchanged list).
+    pub fetched_at: DateTime<Utc>,
+}
+
+/// What the agent knows of the hub. A failed fetch, a malformed answer or an answer over
+/// the size limit leaves it unchanged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HubState {
+    /// The last good recommendation list.
+    pub last_good_recommendations: Option<LastGood<RecommendationList>>,
+    /// The ETag of that list.
+    pub etag: Option<String>,
+    /// The last good cluster configuration.
+    pub last_good_config: Option<LastGood<ClusterConfig>>,
+    /// The older of both fetch times plus `hub.staleAfter`; `None` until both were fetched.
+    pub fresh_until: Option<DateTime<Utc>>,
+}
+
+impl HubState {
+    /// Whether both recommendations and configuration are fresh at `now`. When not, every
+    /// change is blocked with `HubUnreachable` (rule EV-37).
+    pub fn is_fresh(&self, now: DateTime<Utc>) -> bool {
+        self.fresh_until.is_some_and(|until| now < until)
+    }
+
+    /// Computes `fresh_until` again.
+    pub fn refresh(&mut self, stale_after: Duration) {
+        let stale = chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
+        self.fresh_until = match (&self.last_good_recommendations, &self.last_good_config) {
+            (Some(r), Some(c)) => r.fetched_at.min(c.fetched_at).checked_add_signed(stale),
+            _ => None,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    // rule: EV-37
+    #[test]
+    fn staleness_runs_from_the_older_of_both_fetches() {
+        let mut s = HubState {
+            last_good_recommendations: Some(LastGood {
+                value: Arc::new(RecommendationList {
+                    recommendations: vec![],
+                    generated_at: at("2020-01-01T00:00:00Z"),
+                }),
+                fetched_at: at("2026-01-01T10:00:00Z"),
+            }),
+            ..HubState::default()
+        };
+        s.refresh(Duration::from_secs(1800));
+        assert_eq!(s.fresh_until, None);
+        assert!(!s.is_fresh(at("2026-01-01T10:00:00Z")));
+        s.last_good_config = Some(LastGood {
+            value: Arc::new(ClusterConfig::default()),
+            fetched_at: at("2026-01-01T09:50:00Z"),
+        });
+        s.refresh(Duration::from_secs(1800));
+        assert_eq!(s.fresh_until, Some(at("2026-01-01T10:20:00Z")));
+        assert!(s.is_fresh(at("2026-01-01T10:19:59Z")));
+        assert!(!s.is_fresh(at("2026-01-01T10:20:00Z")));
+    }
+}

@@ -1,0 +1,400 @@
+//! Intent before action (design section 3, D25).
+//!
+//! Before any actuating write the change is recorded in `status.change`: id, state
+//! `Intent`, recommendation id, approval id, strategy, containers from/to, HPA change,
+//! every lifecycle event id (generated up front, so a resumed change re-emits with the same
+//! ids) and `startedAt`. The record moves `Intent -> Applying -> Applied` (then
+//! `RollingBack -> RolledBack`, or `Released`). Status writes carry the resourceVersion the
+//! agent read: a 409 means someone else wrote (a newer leader, a user): the step stops,
+//! the rsr is read again and a deposed leader stops acting.
+//!
+//! An agent killed anywhere resumes from status alone: the reconciler re-reads the live
+//! state, compares it to `to` before sending anything again, and emits the lifecycle
+//! events with the recorded ids.
+
+use chrono::{DateTime, Duration, Utc};
+use kerf_api::event::{Event, EventContainer, EventType, EventWorkload};
+use kerf_api::rsr::{
+    ChangeRecord, ChangeState, EventIds, RightsizingRecommendationStatus, WatchStatus,
+};
+use kerf_api::wellknown as wk;
+use kerf_decide::pipeline::ApplyPlan;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Errors of intent and status writes.
+#[derive(Debug, thiserror::Error)]
+pub enum IntentError {
+    /// The rsr changed since it was read (409): stop, read again; a deposed leader stops.
+    #[error("rsr {name}: resourceVersion {resource_version} is stale (409)")]
+    Conflict {
+        /// The rsr.
+        name: String,
+        /// The resourceVersion sent.
+        resource_version: String,
+    },
+    /// This replica does not hold the lease: no actuating write.
+    #[error("not the leader: no actuating write")]
+    NotLeader,
+    /// Any other API error.
+    #[error("rsr {name}: status write failed: {source}")]
+    Kube {
+        /// The rsr.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The status could not be serialized.
+    #[error("rsr {name}: cannot serialize the status: {source}")]
+    Encode {
+        /// The rsr.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl IntentError {
+    /// A short, bounded name for metric labels and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            IntentError::Conflict { .. } => "conflict",
+            IntentError::NotLeader => "not_leader",
+            IntentError::Kube { .. } => "kube",
+            IntentError::Encode { .. } => "encode",
+        }
+    }
+}
+
+fn new_id() -> String {
+    Uuid::new_v4().to_string()
+}
+
+/// The intent record of a change that is about to go in (state `Intent`).
+pub fn new_change(plan: &ApplyPlan, now: DateTime<Utc>) -> ChangeRecord {
+    ChangeRecord {
+        id: new_id(),
+        state: ChangeState::Intent,
+        recommendation_id: plan.recommendation_id.clone(),
+        approval_id: plan.approval.as_ref().map(|a| a.approval_id.clone()),
+        strategy: plan.strategy,
+        resources: plan.resources.clone(),
+        started_at: now,
+        first_resize_at: None,
+        applied_at: None,
+        containers: plan.containers.clone(),
+        hpa: plan.hpa.clone(),
+        event_ids: EventIds {
+            applied: Some(new_id()),
+            fallback: Some(new_id()),
+            rolled_back: Some(new_id()),
+            released: Some(new_id()),
+            failed: Some(new_id()),
+        },
+        pending_events: Vec::new(),
+        progress: None,
+    }
+}
+
+/// Moves the record to `Applied` and starts the health watch: for in-place it ends
+/// `watch_duration` from now; for a rollout the end is set when the rollout completes
+/// (design D23).
+pub fn mark_applied(
+    status: &mut RightsizingRecommendationStatus,
+    now: DateTime<Utc>,
+    watch_duration: Duration,
+) {
+    let Some(change) = status.change.as_mut() else {
+        return;
+    };
+    change.state = ChangeState::Applied;
+    change.applied_at = Some(now);
+    let end = (change.strategy == kerf_api::Strategy::InPlace).then(|| now + watch_duration);
+    status.watch = Some(WatchStatus {
+        start: now,
+        end,
+        baselines: Default::default(),
+        aggregated: None,
+    });
+}
+
+/// Parses an event id recorded in the intent, or makes a new one.
+pub fn event_id(recorded: Option<&String>) -> Uuid {
+    recorded
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .unwrap_or_else(Uuid::new_v4)
+}
+
+/// The `applied` event of a change, with the id its intent recorded (EV-10..EV-12,
+/// EV-23, EV-24, EV-26).
+pub fn applied_event(
+    change: &ChangeRecord,
+    workload: EventWorkload,
+    approved_by: Option<&str>,
+    time: DateTime<Utc>,
+) -> Event {
+    let reason = if change.approval_id.is_some() {
+        wk::REASON_APPROVED_ONCE
+    } else {
+        wk::REASON_RECOMMENDATION_APPLIED
+    };
+    let mut e = Event::new(
+        event_id(change.event_ids.applied.as_ref()),
+        EventType::Applied,
+        time,
+        workload,
+        reason,
+    );
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.strategy = Some(change.strategy.as_str().to_owned());
+    e.resources = change.resources.clone();
+    e.containers = change
+        .containers
+        .iter()
+        .map(|c| EventContainer {
+            name: c.name.clone(),
+            from: c.from.clone(),
+            to: c.to.clone(),
+        })
+        .collect();
+    if let Some(id) = &change.approval_id {
+        e.details
+            .insert(wk::DETAIL_APPROVAL_ID.to_owned(), id.clone());
+        if let Some(by) = approved_by {
+            e.details
+                .insert(wk::DETAIL_APPROVED_BY.to_owned(), by.to_owned());
+        }
+    }
+    if let Some(h) = &change.hpa {
+        e.details.insert(wk::DETAIL_HPA.to_owned(), h.name.clone());
+        e.details.insert(
+            wk::DETAIL_HPA_RESOURCE.to_owned(),
+            h.resource.as_str().to_owned(),
+        );
+        e.details
+            .insert(wk::DETAIL_HPA_TARGET_FROM.to_owned(), h.from.to_string());
+        e.details
+            .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
+    }
+    let msg = format!("change {} by {}", change.id, change.strategy.as_str());
+    e.with_message(&msg)
+}
+
+/// The `fallback` event of a change (AP-11): strategy is the new one, rollout.
+pub fn fallback_event(
+    change: &ChangeRecord,
+    workload: EventWorkload,
+    reason: &str,
+    message: &str,
+    time: DateTime<Utc>,
+) -> Event {
+    let mut e = Event::new(
+        event_id(change.event_ids.fallback.as_ref()),
+        EventType::Fallback,
+        time,
+        workload,
+        reason,
+    );
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.strategy = Some(kerf_api::Strategy::Rollout.as_str().to_owned());
+    e.resources = change.resources.clone();
+    e.with_message(message)
+}
+
+/// The `released` event of a change (EV-46).
+pub fn released_event(
+    change: &ChangeRecord,
+    workload: EventWorkload,
+    previous_mode: &str,
+    new_mode: &str,
+    time: DateTime<Utc>,
+) -> Event {
+    let mut e = Event::new(
+        event_id(change.event_ids.released.as_ref()),
+        EventType::Released,
+        time,
+        workload,
+        wk::REASON_MODE_CHANGED,
+    );
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.strategy = Some(change.strategy.as_str().to_owned());
+    e.resources = change.resources.clone();
+    e.details.insert(
+        wk::DETAIL_PREVIOUS_MODE.to_owned(),
+        previous_mode.to_owned(),
+    );
+    e.details
+        .insert(wk::DETAIL_NEW_MODE.to_owned(), new_mode.to_owned());
+    e.with_message(&format!(
+        "mode changed from {previous_mode} to {new_mode}: field ownership released"
+    ))
+}
+
+/// The `failed` event of a change, with the recorded id.
+pub fn failed_event(
+    change: &ChangeRecord,
+    workload: EventWorkload,
+    reason: &str,
+    message: &str,
+    time: DateTime<Utc>,
+) -> Event {
+    let mut e = Event::new(
+        event_id(change.event_ids.failed.as_ref()),
+        EventType::Failed,
+        time,
+        workload,
+        reason,
+    );
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.resources = change.resources.clone();
+    e.details.insert(
+        wk::DETAIL_ERROR.to_owned(),
+        kerf_api::event::cut_message(message).to_owned(),
+    );
+    e.with_message(message)
+}
+
+/// Adds a lifecycle event to `pendingEvents` (design D25) unless it is there already.
+pub fn add_pending(status: &mut RightsizingRecommendationStatus, event: &Event) {
+    if let Some(change) = status.change.as_mut()
+        && !change.pending_events.iter().any(|e| e.id == event.id)
+    {
+        change.pending_events.push(event.clone());
+    }
+}
+
+/// Drops acknowledged ids from `pendingEvents`; returns whether any was dropped.
+pub fn clear_pending(status: &mut RightsizingRecommendationStatus, acked: &[Uuid]) -> bool {
+    let Some(change) = status.change.as_mut() else {
+        return false;
+    };
+    let before = change.pending_events.len();
+    change.pending_events.retain(|e| !acked.contains(&e.id));
+    before != change.pending_events.len()
+}
+
+/// Replaces the rsr's status with `status`, on the condition that the rsr is still at
+/// `resource_version`. Returns the new resourceVersion. `spec` is the spec as read: the
+/// API server ignores it on the status subresource, but a body without it fails schema
+/// validation on servers that validate the body as sent.
+pub async fn write_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    resource_version: &str,
+    spec: Option<&Value>,
+    status: &RightsizingRecommendationStatus,
+) -> Result<String, IntentError> {
+    let encode = |source| IntentError::Encode {
+        name: name.to_owned(),
+        source,
+    };
+    let mut body: Value = serde_json::json!({
+        "apiVersion": wk::API_GROUP_VERSION,
+        "kind": "RightsizingRecommendation",
+        "metadata": {"name": name, "resourceVersion": resource_version},
+        "status": serde_json::to_value(status).map_err(encode)?,
+    });
+    if let Some(spec) = spec {
+        body["spec"] = spec.clone();
+    }
+    match api
+        .replace_subresource("status", name, &PostParams::default(), &body)
+        .await
+    {
+        Ok(obj) => Ok(obj.metadata.resource_version.unwrap_or_default()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(IntentError::Conflict {
+            name: name.to_owned(),
+            resource_version: resource_version.to_owned(),
+        }),
+        Err(source) => Err(IntentError::Kube {
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::policy::Strategy;
+    use kerf_api::rsr::ContainerChange;
+    use kerf_api::{Quantity, Resource, ResourceRequirements};
+
+    fn plan() -> ApplyPlan {
+        let mut from = ResourceRequirements::default();
+        from.requests
+            .set(Resource::Cpu, Some(Quantity("250m".into())));
+        let mut to = ResourceRequirements::default();
+        to.requests
+            .set(Resource::Cpu, Some(Quantity("120m".into())));
+        ApplyPlan {
+            strategy: Strategy::InPlace,
+            containers: vec![ContainerChange {
+                name: "app".into(),
+                from,
+                to,
+            }],
+            resources: vec![Resource::Cpu],
+            hpa: None,
+            reason: wk::REASON_RECOMMENDATION_APPLIED,
+            approval: None,
+            recommendation_id: "rec-1".into(),
+            kept_limits: vec![],
+        }
+    }
+
+    fn workload() -> EventWorkload {
+        EventWorkload {
+            namespace: "shop".into(),
+            kind: "Deployment".into(),
+            name: "checkout".into(),
+        }
+    }
+
+    // rule: EV-12
+    #[test]
+    fn applied_event_reuses_the_id_recorded_in_the_intent() {
+        let now = Utc::now();
+        let change = new_change(&plan(), now);
+        assert_eq!(change.state, ChangeState::Intent);
+        let a = applied_event(&change, workload(), None, now);
+        let b = applied_event(&change, workload(), None, now + Duration::seconds(5));
+        assert_eq!(a.id, b.id);
+        assert_eq!(a.id.to_string(), change.event_ids.applied.clone().unwrap());
+        a.validate().unwrap();
+        assert_eq!(a.containers.len(), 1);
+    }
+
+    #[test]
+    fn pending_events_are_kept_once_and_cleared_on_ack() {
+        let now = Utc::now();
+        let mut status = RightsizingRecommendationStatus {
+            change: Some(new_change(&plan(), now)),
+            ..Default::default()
+        };
+        let e = applied_event(status.change.as_ref().unwrap(), workload(), None, now);
+        add_pending(&mut status, &e);
+        add_pending(&mut status, &e);
+        assert_eq!(status.change.as_ref().unwrap().pending_events.len(), 1);
+        assert!(clear_pending(&mut status, &[e.id]));
+        assert!(status.change.as_ref().unwrap().pending_events.is_empty());
+    }
+
+    #[test]
+    fn in_place_watch_ends_after_the_watch_duration() {
+        let now = Utc::now();
+        let mut status = RightsizingRecommendationStatus {
+            change: Some(new_change(&plan(), now)),
+            ..Default::default()
+        };
+        mark_applied(&mut status, now, Duration::seconds(30));
+        assert_eq!(status.change.as_ref().unwrap().state, ChangeState::Applied);
+        assert_eq!(
+            status.watch.as_ref().unwrap().end,
+            Some(now + Duration::seconds(30))
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! The Kerf agent: settings, caches, leader election, metrics and the `run` command.
+
+pub mod cache;
+pub mod cli;
+pub mod clock;
+pub mod executor;
+pub mod explain_cmd;
+pub mod failpoints;
+pub mod health;
+pub mod hub;
+pub mod intent;
+pub mod lease;
+pub mod metrics;
+pub mod outbox;
+pub mod reconcile;
+pub mod rsr_sync;
+pub mod runtime;
+pub mod settings;
+pub mod status;
+pub mod webhook;

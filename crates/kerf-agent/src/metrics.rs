@@ -1,0 +1,420 @@
+//! Metrics (prometheus-client) and the `/metrics`, `/healthz`, `/readyz` server.
+//!
+//! Each component owns a metrics struct registered under `kerf_agent_`; label values are
+//! bounded (types, reasons, resources, results, endpoints, status codes), never object
+//! names.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::hub::HubMetrics;
+use crate::outbox::OutboxMetrics;
+
+/// Prefix of every metric of the agent.
+pub const PREFIX: &str = "kerf_agent";
+
+/// Labels of an event or decision: its type and reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeReason {
+    /// Event type (`applied`, `skipped`, ...).
+    pub r#type: String,
+    /// Contract reason.
+    pub reason: String,
+}
+
+/// Labels of an action: what was done and how it ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    /// `resize`, `apply`, `evict`, `hpa_patch`, `release`, `rollback`.
+    pub action: String,
+    /// `ok` or an error category.
+    pub result: String,
+}
+
+/// Labels of a rollback.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Contract reason (`OOMKills`, `Restarts`, `Throttling`).
+    pub reason: String,
+}
+
+/// Labels of an outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `ok` or an error category.
+    pub result: String,
+}
+
+/// Labels of a refused API call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// The API resource (`pods/resize`, `deployments`, ...).
+    pub resource: String,
+}
+
+/// Reconciler and decision metrics.
+#[derive(Clone, Debug)]
+pub struct ReconcileMetrics {
+    /// `kerf_agent_decisions_total{type, reason}`.
+    pub decisions: Family<TypeReason, Counter>,
+    /// `kerf_agent_reconcile_duration_seconds{result}`.
+    pub duration: Family<ResultLabel, Histogram>,
+}
+
+/// Executor and health watch metrics.
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorMetrics {
+    /// `kerf_agent_actions_total{action, result}`.
+    pub actions: Family<ActionLabels, Counter>,
+    /// `kerf_agent_rollbacks_total{reason}`.
+    pub rollbacks: Family<ReasonLabel, Counter>,
+    /// `kerf_agent_permission_denied_total{resource}`: RBAC refusals (design D17).
+    pub permission_denied: Family<ResourceLabel, Counter>,
+}
+
+/// Webhook metrics.
+#[derive(Clone, Debug)]
+pub struct WebhookMetrics {
+    /// `kerf_agent_webhook_requests_total{result}` (`patched`, `allowed`, `error`).
+    pub requests: Family<ResultLabel, Counter>,
+    /// `kerf_agent_webhook_request_duration_seconds`.
+    pub duration: Histogram,
+}
+
+/// Cache metrics.
+#[derive(Clone, Debug, Default)]
+pub struct CacheMetrics {
+    /// `kerf_agent_watches_active`: watch loops running.
+    pub watches_active: Gauge,
+    /// `kerf_agent_watch_errors_total`: watch failures (each is retried).
+    pub watch_errors: Counter,
+}
+
+/// Leader election metrics.
+#[derive(Clone, Debug, Default)]
+pub struct LeaderMetrics {
+    /// `kerf_agent_leader`: 1 while this replica holds the Lease.
+    pub leader: Gauge,
+    /// `kerf_agent_leader_transitions_total`: times this replica gained or lost the Lease.
+    pub transitions: Counter,
+}
+
+/// Every metric of the agent and the registry they are in.
+#[derive(Debug)]
+pub struct Metrics {
+    /// The registry `/metrics` encodes.
+    pub registry: Arc<Registry>,
+    /// Outbox (registered by the outbox itself, under `events_`).
+    pub outbox: OutboxMetrics,
+    /// Reconciler.
+    pub reconcile: ReconcileMetrics,
+    /// Executor.
+    pub executor: ExecutorMetrics,
+    /// Webhook.
+    pub webhook: WebhookMetrics,
+    /// Hub client (registered by the hub client itself, under `hub_`).
+    pub hub: HubMetrics,
+    /// Caches.
+    pub cache: CacheMetrics,
+    /// Leader election.
+    pub leader: LeaderMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Declares every metric in a fresh registry.
+    pub fn new() -> Metrics {
+        let mut root = Registry::with_prefix(PREFIX);
+        let outbox = OutboxMetrics::register(&mut root);
+
+        let reconcile = ReconcileMetrics {
+            decisions: Family::default(),
+            duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
+        };
+        root.register(
+            "decisions",
+            "Decisions by event type and reason",
+            reconcile.decisions.clone(),
+        );
+        let r = root.sub_registry_with_prefix("reconcile");
+        r.register(
+            "duration_seconds",
+            "Time of one reconcile of a workload",
+            reconcile.duration.clone(),
+        );
+
+        let executor = ExecutorMetrics::default();
+        root.register(
+            "actions",
+            "Actuating API calls by action and result",
+            executor.actions.clone(),
+        );
+        root.register(
+            "rollbacks",
+            "Rollbacks by reason",
+            executor.rollbacks.clone(),
+        );
+        root.register(
+            "permission_denied",
+            "API calls refused by RBAC, by resource",
+            executor.permission_denied.clone(),
+        );
+
+        let webhook = WebhookMetrics {
+            requests: Family::default(),
+            duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+        };
+        let r = root.sub_registry_with_prefix("webhook");
+        r.register(
+            "requests",
+            "Admission requests by result",
+            webhook.requests.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time to answer an admission request",
+            webhook.duration.clone(),
+        );
+
+        let hub = HubMetrics::register(&mut root);
+
+        let cache = CacheMetrics::default();
+        root.register(
+            "watches_active",
+            "Watch loops running",
+            cache.watches_active.clone(),
+        );
+        root.register(
+            "watch_errors",
+            "Watch failures, each retried with backoff",
+            cache.watch_errors.clone(),
+        );
+
+        let leader = LeaderMetrics::default();
+        root.register(
+            "leader",
+            "1 while this replica holds the Lease",
+            leader.leader.clone(),
+        );
+        root.register(
+            "leader_transitions",
+            "Times this replica gained or lost the Lease",
+            leader.transitions.clone(),
+        );
+
+        Metrics {
+            registry: Arc::new(root),
+            outbox,
+            reconcile,
+            executor,
+            webhook,
+            hub,
+            cache,
+            leader,
+        }
+    }
+
+    /// The registry in the Prometheus text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        encode(&self.registry)
+    }
+}
+
+fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+/// Answers readiness: true once the agent may serve (the caches have synced).
+pub type ReadyCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+#[derive(Clone)]
+struct ServerState {
+    registry: Arc<Registry>,
+    ready: ReadyCheck,
+}
+
+/// The router of `/metrics`, `/healthz` and `/readyz`.
+pub fn router(registry: Arc<Registry>, ready: ReadyCheck) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready_handler))
+        .with_state(ServerState { registry, ready })
+}
+
+async fn metrics_handler(State(s): State<ServerState>) -> impl IntoResponse {
+    match encode(&s.registry) {
+        Ok(body) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics").into_response(),
+    }
+}
+
+async fn ready_handler(State(s): State<ServerState>) -> impl IntoResponse {
+    if (s.ready)() {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    }
+}
+
+/// Serves `router` on `addr` until `shutdown` resolves.
+pub async fn serve(
+    addr: SocketAddr,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "metrics and health server listening");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::metrics::{EndpointLabel, RequestLabels};
+    use crate::outbox::metrics::TypeLabel;
+    use axum::body::Body;
+    use axum::http::Request;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tower::ServiceExt;
+
+    #[test]
+    fn the_section_9_metrics_are_declared() {
+        let m = Metrics::new();
+        m.outbox.dropped.inc();
+        m.outbox
+            .sent
+            .get_or_create(&TypeLabel {
+                r#type: "applied".into(),
+            })
+            .inc();
+        // A family without any label set encodes nothing, so each gets one sample.
+        let (t, r) = ("applied".to_owned(), "ok".to_owned());
+        let tr = TypeReason {
+            r#type: t.clone(),
+            reason: r.clone(),
+        };
+        m.reconcile.decisions.get_or_create(&tr).inc();
+        let result = ResultLabel { result: r.clone() };
+        m.reconcile.duration.get_or_create(&result).observe(0.01);
+        let action = ActionLabels {
+            action: "resize".into(),
+            result: r.clone(),
+        };
+        m.executor.actions.get_or_create(&action).inc();
+        let reason = ReasonLabel { reason: r.clone() };
+        m.executor.rollbacks.get_or_create(&reason).inc();
+        m.webhook.requests.get_or_create(&result).inc();
+        let hub = RequestLabels {
+            endpoint: "config".into(),
+            code: "200".into(),
+        };
+        m.hub.requests.get_or_create(&hub).inc();
+        let endpoint = EndpointLabel {
+            endpoint: "config".into(),
+        };
+        m.hub.last_success.get_or_create(&endpoint).set(1.0);
+        let text = m.encode().unwrap();
+        for name in [
+            "kerf_agent_events_sent_total",
+            "kerf_agent_events_buffered ",
+            "kerf_agent_events_dropped_total 1",
+            "kerf_agent_decisions_total",
+            "kerf_agent_actions_total",
+            "kerf_agent_rollbacks_total",
+            "kerf_agent_reconcile_duration_seconds",
+            "kerf_agent_webhook_requests_total",
+            "kerf_agent_webhook_request_duration_seconds",
+            "kerf_agent_hub_requests_total",
+            "kerf_agent_hub_last_success_timestamp_seconds",
+            "kerf_agent_watches_active",
+            "kerf_agent_leader ",
+            "kerf_agent_events_rejected_total",
+            "kerf_agent_hub_auth_failed",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_metric_is_declared_once() {
+        let m = Metrics::new();
+        // Families encode only once they hold a label set.
+        let label = |t: &str| TypeLabel { r#type: t.into() };
+        m.outbox.sent.get_or_create(&label("applied")).inc();
+        let hub = RequestLabels {
+            endpoint: "config".into(),
+            code: "200".into(),
+        };
+        m.hub.requests.get_or_create(&hub).inc();
+        let text = m.encode().unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or_default()
+                .to_owned();
+            assert!(seen.insert(name.clone()), "{name} declared twice:\n{text}");
+        }
+        for name in [
+            "kerf_agent_hub_requests",
+            "kerf_agent_hub_auth_failed",
+            "kerf_agent_events_sent",
+            "kerf_agent_events_rejected",
+        ] {
+            assert!(seen.contains(name), "{name} missing:\n{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn readyz_follows_the_caches() {
+        let ready = Arc::new(AtomicBool::new(false));
+        let r = ready.clone();
+        let app = router(
+            Metrics::new().registry,
+            Arc::new(move || r.load(Ordering::SeqCst)),
+        );
+        let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+        let resp = app.clone().oneshot(get("/readyz")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        ready.store(true, Ordering::SeqCst);
+        let resp = app.clone().oneshot(get("/readyz")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = app.clone().oneshot(get("/healthz")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = app.oneshot(get("/metrics")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+}

@@ -1,0 +1,127 @@
+//! The bounded event buffer: pure data, no I/O and no clock.
+
+use std::collections::{HashSet, VecDeque};
+
+use kerf_api::event::Event;
+use uuid::Uuid;
+
+#[derive(Clone, Debug)]
+struct Entry {
+    event: Event,
+    size: usize,
+}
+
+/// What a push did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// Whether the event is now buffered (false for an id already buffered).
+    pub added: bool,
+    /// Ids dropped to make room, oldest first (rule EV-05).
+    pub dropped: Vec<Uuid>,
+}
+
+/// Events waiting for the hub, oldest first, bounded by count and serialized bytes.
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    entries: VecDeque<Entry>,
+    ids: HashSet<Uuid>,
+    bytes: usize,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+impl Buffer {
+    /// An empty buffer with these bounds (each at least 1).
+    pub fn new(max_events: usize, max_bytes: usize) -> Buffer {
+        Buffer {
+            entries: VecDeque::new(),
+            ids: HashSet::new(),
+            bytes: 0,
+            max_events: max_events.max(1),
+            max_bytes: max_bytes.max(1),
+        }
+    }
+
+    /// Events buffered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Serialized bytes buffered.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether an event with this id is buffered.
+    pub fn contains(&self, id: &Uuid) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// Adds an event of `size` serialized bytes at the end, dropping the oldest events
+    /// until both bounds hold. An id already buffered is not added twice.
+    pub fn push(&mut self, event: Event, size: usize) -> Pushed {
+        if self.ids.contains(&event.id) {
+            return Pushed::default();
+        }
+        self.ids.insert(event.id);
+        self.bytes += size;
+        self.entries.push_back(Entry { event, size });
+        let mut dropped = Vec::new();
+        while self.entries.len() > self.max_events || self.bytes > self.max_bytes {
+            let Some(old) = self.entries.pop_front() else {
+                break;
+            };
+            self.forget(&old);
+            dropped.push(old.event.id);
+        }
+        let added = self
+            .entries
+            .back()
+            .is_some_and(|e| !dropped.contains(&e.event.id));
+        Pushed { added, dropped }
+    }
+
+    fn forget(&mut self, entry: &Entry) {
+        self.ids.remove(&entry.event.id);
+        self.bytes -= entry.size;
+    }
+
+    /// The oldest events, at most `max_events` of them and `max_bytes` together (at least
+    /// one event when any is buffered).
+    pub fn batch(&self, max_events: usize, max_bytes: usize) -> Vec<Event> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for e in &self.entries {
+            if !out.is_empty() && (out.len() >= max_events || bytes + e.size > max_bytes) {
+                break;
+            }
+            bytes += e.size;
+            out.push(e.event.clone());
+        }
+        out
+    }
+
+    /// Removes the events with these ids (acknowledged or refused); returns how many.
+    pub fn remove(&mut self, ids: &HashSet<Uuid>) -> Vec<Event> {
+        let mut removed = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.entries.len());
+        for e in self.entries.drain(..) {
+            if ids.contains(&e.event.id) {
+                removed.push(e);
+            } else {
+                kept.push_back(e);
+            }
+        }
+        self.entries = kept;
+        for e in &removed {
+            self.ids.remove(&e.event.id);
+            self.bytes -= e.size;
+        }
+        removed.into_iter().map(|e| e.event).collect()
+    }
+}

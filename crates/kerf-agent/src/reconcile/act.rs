@@ -1,0 +1,487 @@
+//! Carrying a recorded change onto the workload through the executor: the in-place state
+//! machine (design D16) with its fallback to rollout (AP-10, AP-11), the rollout, and the
+//! release when a workload leaves auto-patch (D21, EV-46). Every step starts from the
+//! intent in status and the live state, so a resumed change sends nothing twice.
+
+use chrono::{DateTime, Utc};
+use kerf_api::Strategy;
+use kerf_api::event::{Event, EventType, EventWorkload};
+use kerf_api::policy::Mode;
+use kerf_api::rsr::{
+    ChangeProgress, ChangeRecord, ChangeState, LiveContainer, LiveValues,
+    RightsizingRecommendationStatus, StrategyStatus,
+};
+use kerf_api::wellknown as wk;
+use kerf_api::{Resource, ResourceRequirements};
+use kerf_decide::effective::EffectivePolicy;
+use kerf_decide::facts::Facts;
+use kerf_decide::window::{WindowKind, evaluate_windows};
+
+use crate::cache::{PodInfo, WorkloadInfo};
+use crate::executor::inplace::{
+    self, InPlaceInput, InPlaceOutcome, PodResizeView, ResizeCondition,
+};
+use crate::executor::resize::{ResizeError, resize_pod};
+use crate::executor::rollout;
+use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
+use crate::failpoints;
+use crate::intent;
+
+/// Why a step of a change stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The lease is not held: no actuating write.
+    #[error("not the leader")]
+    NotLeader,
+    /// A fail point stopped the step.
+    #[error(transparent)]
+    Failpoint(#[from] failpoints::Triggered),
+    /// A resize failed (not Infeasible).
+    #[error("resize: {0}")]
+    Resize(#[from] ResizeError),
+    /// The template apply or the release failed.
+    #[error("template: {0}")]
+    Apply(#[from] rollout::ApplyError),
+}
+
+impl ActError {
+    /// A short, bounded name for metric labels and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ActError::NotLeader => "not_leader",
+            ActError::Failpoint(_) => "failpoint",
+            ActError::Resize(e) => e.category(),
+            ActError::Apply(e) => e.category(),
+        }
+    }
+}
+
+/// What a step did, for the caller to record.
+#[derive(Debug, Default)]
+pub struct StepResult {
+    /// Lifecycle events to emit (already added to `pendingEvents`).
+    pub events: Vec<Event>,
+    /// Whether the change became Applied, RolledBack or Released in this step (EV-18).
+    pub finished: bool,
+}
+
+/// The workload identity the executor takes.
+pub fn workload_id(w: &WorkloadInfo) -> WorkloadId {
+    WorkloadId {
+        namespace: w.key.namespace.to_string(),
+        name: w.key.name.to_string(),
+        uid: w.uid.clone(),
+        kind: w.key.kind,
+    }
+}
+
+/// The workload as events name it.
+pub fn event_workload(w: &WorkloadInfo) -> EventWorkload {
+    EventWorkload {
+        namespace: w.key.namespace.to_string(),
+        kind: w.key.kind.as_str().to_owned(),
+        name: w.key.name.to_string(),
+    }
+}
+
+/// Whether a freeze window, the cluster-wide freeze or a pause is open (AP-34, AP-35,
+/// EV-39): nothing starts and nothing is released.
+pub fn frozen(facts: &Facts, policy: &EffectivePolicy, now: DateTime<Utc>) -> bool {
+    facts.cluster_freeze.now
+        || facts.hub.pause.is_some()
+        || evaluate_windows(WindowKind::Freeze, &policy.freeze_windows.value, now).open
+        || evaluate_windows(WindowKind::Freeze, &facts.cluster_freeze.windows, now).open
+}
+
+fn target(change: &ChangeRecord) -> Vec<ContainerResources> {
+    change
+        .containers
+        .iter()
+        .map(|c| (c.name.clone(), c.to.clone()))
+        .collect()
+}
+
+fn view(p: &PodInfo) -> PodResizeView {
+    let cond = |type_: &str, c: &crate::cache::pods::ResizeCondition| ResizeCondition {
+        type_: type_.to_owned(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        since: c.since,
+    };
+    let mut conditions = Vec::new();
+    if let Some(c) = &p.resize_pending {
+        conditions.push(cond(wk::POD_CONDITION_RESIZE_PENDING, c));
+    }
+    if let Some(c) = &p.resize_in_progress {
+        conditions.push(cond(wk::POD_CONDITION_RESIZE_IN_PROGRESS, c));
+    }
+    PodResizeView {
+        name: p.name.clone(),
+        node: p.node_name.as_deref().map(str::to_owned),
+        spec: p
+            .containers
+            .iter()
+            .map(|c| {
+                let r = ResourceRequirements {
+                    requests: c.requests.clone(),
+                    limits: c.limits.clone(),
+                };
+                (c.name.to_string(), r)
+            })
+            .collect(),
+        status: p
+            .containers
+            .iter()
+            .filter_map(|c| Some((c.name.to_string(), c.status_resources.clone()?)))
+            .collect(),
+        conditions,
+        terminating: p.deletion_timestamp.is_some(),
+        current_revision: true,
+        completed_at: None,
+    }
+}
+
+/// The live values of an applied in-place change (design D20): the template's values with
+/// the change's `to` laid over them, and the template's values as `base`.
+pub fn live_values(change: &ChangeRecord, w: &WorkloadInfo) -> LiveValues {
+    let containers = change
+        .containers
+        .iter()
+        .filter_map(|c| {
+            let t = w.containers.iter().find(|t| *t.name == c.name)?;
+            let base = ResourceRequirements {
+                requests: t.requests.clone(),
+                limits: t.limits.clone(),
+            };
+            let mut requests = base.requests.clone();
+            let mut limits = base.limits.clone();
+            for r in Resource::ALL {
+                if let Some(q) = c.to.requests.get(r) {
+                    requests.set(r, Some(q.clone()));
+                }
+                if let Some(q) = c.to.limits.get(r) {
+                    limits.set(r, Some(q.clone()));
+                } else if c.from.limits.get(r).is_some() && c.to.requests.get(r).is_some() {
+                    limits.set(r, None);
+                }
+            }
+            Some(LiveContainer {
+                name: c.name.clone(),
+                requests,
+                limits,
+                base,
+            })
+        })
+        .collect();
+    LiveValues { containers }
+}
+
+/// Everything a step reads.
+pub struct StepCtx<'a> {
+    /// Kubernetes client.
+    pub client: &'a kube::Client,
+    /// The workload.
+    pub workload: &'a WorkloadInfo,
+    /// Its pods (non-terminating).
+    pub pods: &'a [std::sync::Arc<PodInfo>],
+    /// Facts of the decision.
+    pub facts: &'a Facts,
+    /// The effective policy.
+    pub policy: &'a EffectivePolicy,
+    /// Whether this replica may write now.
+    pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &StepCtx<'_>, out: &mut StepResult) {
+    intent::mark_applied(s, c.now, c.policy.watch_duration.value);
+    let Some(change) = s.change.clone() else {
+        return;
+    };
+    s.live = (change.strategy == Strategy::InPlace).then(|| live_values(&change, c.workload));
+    if change.strategy != Strategy::InPlace {
+        s.live = None;
+    }
+    if let Some(a) = &change.approval_id
+        && !s.consumed_approvals.contains(a)
+    {
+        s.consumed_approvals.push(a.clone());
+    }
+    let approved_by = c.facts.approval.as_ref().map(|a| a.approved_by.as_str());
+    let e = intent::applied_event(&change, event_workload(c.workload), approved_by, c.now);
+    intent::add_pending(s, &e);
+    out.events.push(e);
+    out.finished = true;
+}
+
+/// Moves a change in state Intent or Applying one step on.
+pub async fn advance(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+) -> Result<StepResult, ActError> {
+    let mut out = StepResult::default();
+    let Some(change) = s.change.as_mut() else {
+        return Ok(out);
+    };
+    if change.state == ChangeState::Intent {
+        change.state = ChangeState::Applying;
+    }
+    match change.strategy {
+        Strategy::InPlace => in_place(s, c, &mut out).await?,
+        Strategy::Rollout | Strategy::Deferred => rollout_step(s, c, &mut out).await?,
+    }
+    Ok(out)
+}
+
+async fn in_place(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    out: &mut StepResult,
+) -> Result<(), ActError> {
+    let Some(change) = s.change.clone() else {
+        return Ok(());
+    };
+    let target = target(&change);
+    let views: Vec<PodResizeView> = c.pods.iter().map(|p| view(p)).collect();
+    let rollout_safe =
+        kerf_decide::strategy::fallback_allowed(c.facts, c.policy, wk::REASON_RESIZE_INFEASIBLE)
+            .is_ok();
+    let input = InPlaceInput {
+        kind: c.workload.key.kind,
+        rollout_safe,
+        target: &target,
+        pods: &views,
+        first_resize_at: change.first_resize_at,
+        fallback_after: c.policy.fallback_after.value,
+        may_start: !frozen(c.facts, c.policy, c.now),
+        now: c.now,
+    };
+    let plan = inplace::plan(&input);
+    let mut outcome = plan.outcome.clone();
+    for pod in &plan.resize_now {
+        if !(c.may_write)() {
+            return Err(ActError::NotLeader);
+        }
+        if let Some(ch) = s.change.as_mut()
+            && ch.first_resize_at.is_none()
+        {
+            ch.first_resize_at = Some(c.now);
+        }
+        match resize_pod(c.client.clone(), &c.workload.key.namespace, pod, &target).await {
+            Ok(_) => {}
+            Err(ResizeError::Infeasible { message }) => {
+                let node = views
+                    .iter()
+                    .find(|v| &v.name == pod)
+                    .and_then(|v| v.node.clone());
+                outcome = inplace::refusal_or_fallback(
+                    &input,
+                    inplace::FallbackReason::ResizeInfeasible,
+                    message,
+                    node,
+                    Vec::new(),
+                );
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !plan.resize_now.is_empty() {
+        failpoints::hit("after-resize")?;
+    }
+    match outcome {
+        InPlaceOutcome::Progress { accepted, total } => {
+            if let Some(ch) = s.change.as_mut() {
+                ch.progress = Some(ChangeProgress {
+                    pods_accepted: i32::try_from(accepted).unwrap_or(i32::MAX),
+                    pods_total: i32::try_from(total).unwrap_or(i32::MAX),
+                });
+            }
+        }
+        InPlaceOutcome::AllAccepted => finish_applied(s, c, out),
+        InPlaceOutcome::FallBack { reason, message } => {
+            fall_back(s, c, reason.as_str(), &message, out);
+            rollout_step(s, c, out).await?;
+        }
+        InPlaceOutcome::Refused {
+            fallback_reason,
+            message,
+            resize_back,
+            ..
+        } => {
+            refuse(s, c, fallback_reason.as_str(), &message, &resize_back, out).await?;
+        }
+    }
+    Ok(())
+}
+
+fn fall_back(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    reason: &str,
+    message: &str,
+    out: &mut StepResult,
+) {
+    let configured = c.policy.strategy.value;
+    s.strategy = Some(StrategyStatus {
+        configured,
+        effective: Strategy::Rollout,
+        fallback_reason: Some(reason.to_owned()),
+    });
+    let Some(ch) = s.change.as_mut() else { return };
+    ch.strategy = Strategy::Rollout;
+    let e = intent::fallback_event(ch, event_workload(c.workload), reason, message, c.now);
+    intent::add_pending(s, &e);
+    out.events.push(e);
+}
+
+async fn refuse(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    fallback_reason: &str,
+    message: &str,
+    resize_back: &[String],
+    out: &mut StepResult,
+) -> Result<(), ActError> {
+    let Some(change) = s.change.clone() else {
+        return Ok(());
+    };
+    let back: Vec<ContainerResources> = change
+        .containers
+        .iter()
+        .map(|x| (x.name.clone(), x.from.clone()))
+        .collect();
+    for pod in resize_back {
+        if !(c.may_write)() {
+            return Err(ActError::NotLeader);
+        }
+        resize_pod(c.client.clone(), &c.workload.key.namespace, pod, &back).await?;
+    }
+    if let Some(ch) = s.change.as_mut() {
+        ch.state = ChangeState::RolledBack;
+    }
+    let mut e = Event::new(
+        uuid::Uuid::new_v4(),
+        EventType::Blocked,
+        c.now,
+        event_workload(c.workload),
+        wk::REASON_SINGLE_REPLICA_UNSAFE,
+    )
+    .with_message(message);
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.details.insert(
+        wk::DETAIL_FALLBACK_REASON.to_owned(),
+        fallback_reason.to_owned(),
+    );
+    out.events.push(e);
+    out.finished = true;
+    Ok(())
+}
+
+/// Whether the template already holds every value of the change.
+fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
+    change.containers.iter().all(|c| {
+        w.containers
+            .iter()
+            .find(|t| *t.name == c.name)
+            .is_none_or(|t| {
+                let have = ResourceRequirements {
+                    requests: t.requests.clone(),
+                    limits: t.limits.clone(),
+                };
+                requirements_cover(&c.to, &have)
+            })
+    })
+}
+
+async fn rollout_step(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    out: &mut StepResult,
+) -> Result<(), ActError> {
+    let Some(change) = s.change.clone() else {
+        return Ok(());
+    };
+    if !template_covers(&change, c.workload) {
+        if !(c.may_write)() {
+            return Err(ActError::NotLeader);
+        }
+        rollout::apply_template(
+            c.client.clone(),
+            &workload_id(c.workload),
+            &target(&change),
+            &change.resources,
+        )
+        .await?;
+        failpoints::hit("after-apply")?;
+    }
+    finish_applied(s, c, out);
+    Ok(())
+}
+
+/// Whether the last change must be released: its values are live and a resource it
+/// touched left auto-patch (an approved change keeps its fields until the mode is off,
+/// design D27).
+pub fn release_due(
+    s: &RightsizingRecommendationStatus,
+    policy: &EffectivePolicy,
+) -> Option<(Mode, Mode)> {
+    let change = s
+        .change
+        .as_ref()
+        .filter(|c| c.state == ChangeState::Applied)?;
+    change.resources.iter().find_map(|r| {
+        let mode = policy.mode_of(*r);
+        let left = if change.approval_id.is_some() {
+            mode == Mode::Off
+        } else {
+            mode != Mode::AutoPatch
+        };
+        let before = if change.approval_id.is_some() {
+            Mode::Audit
+        } else {
+            Mode::AutoPatch
+        };
+        left.then_some((before, mode))
+    })
+}
+
+/// Releases the last change (D21, AP-21, EV-46): in-place clears `live`; a rollout hands
+/// the fields over (design section 13). Never during a freeze or pause (AP-35, EV-39).
+pub async fn release(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    modes: (Mode, Mode),
+) -> Result<StepResult, ActError> {
+    let mut out = StepResult::default();
+    let Some(change) = s.change.clone() else {
+        return Ok(out);
+    };
+    if !(c.may_write)() {
+        return Err(ActError::NotLeader);
+    }
+    if change.strategy != Strategy::InPlace {
+        rollout::release(
+            c.client.clone(),
+            &workload_id(c.workload),
+            &change.resources,
+        )
+        .await?;
+    }
+    s.live = None;
+    if let Some(ch) = s.change.as_mut() {
+        ch.state = ChangeState::Released;
+    }
+    let e = intent::released_event(
+        &change,
+        event_workload(c.workload),
+        modes.0.as_str(),
+        modes.1.as_str(),
+        c.now,
+    );
+    intent::add_pending(s, &e);
+    out.events.push(e);
+    out.finished = true;
+    Ok(out)
+}

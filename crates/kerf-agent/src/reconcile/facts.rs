@@ -1,0 +1,364 @@
+//! Gathers the snapshot `decide()` reads from the caches and the hub state: the workload,
+//! its pods, nodes, HPA and PDBs, the policies, the hub layers, pause, cluster freeze and
+//! approvals. Pure over its inputs: no API call.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::hub::{ClusterConfig, PolicyDefaults};
+use kerf_api::rsr::{RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
+use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
+use kerf_decide::facts::{
+    AgentSettings, ClusterFreeze, ContainerFacts, ContainerRole, Facts, HubFacts, NodeFacts,
+    PodContainerFacts, PodFacts, PodPhase, ResizePolicy, RsrState, Values, WatchFacts,
+    WorkloadFacts,
+};
+use kerf_decide::hpa::{HpaInput, HpaMetric};
+use kerf_decide::quantity;
+use kerf_decide::replicas::{PdbInput, ReplicaInput};
+use kerf_decide::select::WorkloadMeta;
+
+use crate::cache::{self, CacheSet, HpaInfo, PodInfo, WorkloadInfo};
+use crate::hub::HubState;
+use crate::settings::Settings;
+
+/// Parses requests or limits into millicores and bytes; a bad value counts as unset.
+pub fn values(v: &ResourceValues) -> Values {
+    let one = |r: Resource| v.get(r).and_then(|q| quantity::parse(r, q).ok());
+    PerResource {
+        cpu: one(Resource::Cpu),
+        memory: one(Resource::Memory),
+    }
+}
+
+fn int_or_string(v: &IntOrString) -> String {
+    match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
+}
+
+/// Whether a Kubernetes label selector selects `labels` (`None` selects nothing).
+pub fn selects(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(sel) = sel else { return false };
+    let exprs = sel.match_expressions.as_deref().unwrap_or_default();
+    let labels_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    labels_ok
+        && exprs.iter().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let have = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+}
+
+fn workload_facts(w: &WorkloadInfo, cache: &CacheSet) -> WorkloadFacts {
+    let expected = i64::from(w.replicas.unwrap_or(1));
+    let pdbs = cache
+        .pdbs_in(&w.key.namespace)
+        .iter()
+        .filter(|p| selects(p.selector.as_ref(), &w.template_labels))
+        .map(|p| PdbInput {
+            name: p.name.clone(),
+            min_available: p.min_available.as_ref().map(int_or_string),
+            max_unavailable: p.max_unavailable.as_ref().map(int_or_string),
+            expected_pods: if p.expected_pods > 0 {
+                i64::from(p.expected_pods)
+            } else {
+                expected
+            },
+        })
+        .collect();
+    let containers = w
+        .containers
+        .iter()
+        .map(|c| ContainerFacts {
+            name: c.name.to_string(),
+            role: if c.sidecar {
+                ContainerRole::RestartableInit
+            } else {
+                ContainerRole::Main
+            },
+            requests: values(&c.requests),
+            limits: values(&c.limits),
+            resize_policy: PerResource {
+                cpu: restart(c.resize_policy.cpu_restart),
+                memory: restart(c.resize_policy.memory_restart),
+            },
+            image: c.image.clone().unwrap_or_default(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        })
+        .collect();
+    WorkloadFacts {
+        namespace: w.key.namespace.to_string(),
+        kind: w.key.kind,
+        name: w.key.name.to_string(),
+        uid: w.uid.clone(),
+        labels: w.labels.clone(),
+        annotations: w.annotations.clone(),
+        replicas: ReplicaInput {
+            kind: w.key.kind,
+            replicas: w.replicas.map(i64::from),
+            strategy_type: w.strategy.type_.clone(),
+            max_surge: w.strategy.max_surge.as_ref().map(int_or_string),
+            max_unavailable: w.strategy.max_unavailable.as_ref().map(int_or_string),
+            desired_number_scheduled: i64::from(w.status.desired_number_scheduled.unwrap_or(0)),
+            pdbs,
+        },
+        containers,
+    }
+}
+
+fn restart(on: bool) -> ResizePolicy {
+    if on {
+        ResizePolicy::RestartContainer
+    } else {
+        ResizePolicy::NotRequired
+    }
+}
+
+/// Pods the workload targets: not terminating, not finished.
+pub fn live_pods(pods: &[std::sync::Arc<PodInfo>]) -> Vec<std::sync::Arc<PodInfo>> {
+    pods.iter()
+        .filter(|p| p.deletion_timestamp.is_none())
+        .filter(|p| {
+            !matches!(
+                p.phase,
+                cache::PodPhase::Succeeded | cache::PodPhase::Failed
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+fn pod_facts(p: &PodInfo) -> PodFacts {
+    PodFacts {
+        name: p.name.clone(),
+        uid: p.uid.clone(),
+        node: p.node_name.as_deref().map(str::to_owned),
+        phase: match p.phase {
+            cache::PodPhase::Pending => PodPhase::Pending,
+            cache::PodPhase::Running => PodPhase::Running,
+            cache::PodPhase::Succeeded => PodPhase::Succeeded,
+            cache::PodPhase::Failed => PodPhase::Failed,
+            cache::PodPhase::Unknown => PodPhase::Unknown,
+        },
+        ready: p.ready,
+        containers: p
+            .containers
+            .iter()
+            .map(|c| {
+                let (req, lim) = match &c.status_resources {
+                    Some(s) => (&s.requests, &s.limits),
+                    None => (&c.requests, &c.limits),
+                };
+                PodContainerFacts {
+                    name: c.name.to_string(),
+                    requests: values(req),
+                    limits: values(lim),
+                }
+            })
+            .collect(),
+    }
+}
+
+fn hpa_input(h: &HpaInfo) -> HpaInput {
+    let metrics = h
+        .resource_metrics
+        .iter()
+        .map(|m| {
+            let resource = match m.resource.as_str() {
+                "cpu" => Resource::Cpu,
+                "memory" => Resource::Memory,
+                _ => return HpaMetric::Other,
+            };
+            let average_utilization = m
+                .average_utilization
+                .filter(|_| m.target_type == "Utilization");
+            match &m.container {
+                Some(c) => HpaMetric::ContainerResource {
+                    container: c.clone(),
+                    resource,
+                    average_utilization,
+                },
+                None => HpaMetric::Resource {
+                    resource,
+                    average_utilization,
+                },
+            }
+        })
+        .collect();
+    HpaInput {
+        name: h.name.clone(),
+        metrics,
+    }
+}
+
+/// The policies that converted (a malformed one is skipped here and named on its own
+/// status by the policy controller, design D3).
+pub fn policies(cache: &CacheSet) -> Vec<RightsizingPolicy> {
+    cache
+        .policies()
+        .iter()
+        .filter_map(|p| p.policy.as_ref().ok().cloned())
+        .collect()
+}
+
+/// The hub override of one workload.
+fn hub_override<'a>(
+    config: Option<&'a ClusterConfig>,
+    w: &WorkloadInfo,
+) -> Option<&'a PolicyDefaults> {
+    config?.overrides.iter().find_map(|o| {
+        (o.workload.namespace == *w.key.namespace
+            && o.workload.kind == w.key.kind.as_str()
+            && o.workload.name == *w.key.name)
+            .then_some(&o.spec)
+    })
+}
+
+/// The effective policy of a workload.
+pub fn policy_for(
+    w: &WorkloadInfo,
+    cache: &CacheSet,
+    policies: &[RightsizingPolicy],
+    hub: &HubState,
+    settings: &Settings,
+) -> EffectivePolicy {
+    let meta = WorkloadMeta {
+        namespace: w.key.namespace.to_string(),
+        namespace_labels: cache
+            .namespace(&w.key.namespace)
+            .map(|n| n.labels.clone())
+            .unwrap_or_default(),
+        kind: w.key.kind,
+        name: w.key.name.to_string(),
+        labels: w.labels.clone(),
+        annotations: w.annotations.clone(),
+    };
+    let config = hub.last_good_config.as_ref().map(|c| c.value.as_ref());
+    let cluster_defaults = settings.cluster_defaults.as_ref().map(PolicyDefaults::from);
+    effective_policy(&PolicyInputs {
+        workload: &meta,
+        policies,
+        hub_fleet: config.map(|c| &c.defaults.fleet),
+        hub_cluster: config.map(|c| &c.defaults.cluster),
+        cluster_defaults: cluster_defaults.as_ref(),
+        hub_override: hub_override(config, w),
+    })
+}
+
+/// What the rsr status records, as `decide()` reads it.
+pub fn rsr_state(status: &RightsizingRecommendationStatus, now: DateTime<Utc>) -> RsrState {
+    RsrState {
+        change: status.change.clone(),
+        last_rollback: status.last_rollback.clone(),
+        live: status.live.clone(),
+        strategy: status.strategy.clone(),
+        watch: status.watch.as_ref().map(|w| WatchFacts {
+            running: w.end.is_none_or(|end| now < end),
+            end: w.end,
+        }),
+        consumed_approvals: status.consumed_approvals.clone(),
+    }
+}
+
+/// Everything `gather` reads.
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    /// The caches.
+    pub cache: &'a CacheSet,
+    /// The hub state.
+    pub hub: &'a HubState,
+    /// Agent settings.
+    pub settings: &'a Settings,
+    /// Whether the API server serves `pods/resize`.
+    pub resize_subresource: bool,
+}
+
+/// The facts of one workload and its rsr at `now`.
+pub fn gather(
+    src: Sources<'_>,
+    w: &WorkloadInfo,
+    spec: &RightsizingRecommendationSpec,
+    status: &RightsizingRecommendationStatus,
+    now: DateTime<Utc>,
+) -> Facts {
+    let pods = live_pods(&src.cache.pods_of(&w.key));
+    let mut node_names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.node_name.as_deref().map(str::to_owned))
+        .collect();
+    node_names.sort();
+    node_names.dedup();
+    let nodes = node_names
+        .iter()
+        .filter_map(|n| src.cache.node(n))
+        .map(|n| NodeFacts {
+            name: n.name.to_string(),
+            labels: n.labels.clone(),
+            swap: n.swap,
+        })
+        .collect();
+    let config = src.hub.last_good_config.as_ref().map(|c| c.value.as_ref());
+    let approval = config.and_then(|c| {
+        c.approvals
+            .iter()
+            .find(|a| {
+                a.workload.namespace == *w.key.namespace
+                    && a.workload.kind == w.key.kind.as_str()
+                    && a.workload.name == *w.key.name
+            })
+            .cloned()
+    });
+    let last_success = src.hub.fresh_until.map(|until| {
+        until - chrono::Duration::from_std(src.settings.hub.stale_after).unwrap_or_default()
+    });
+    Facts {
+        workload: workload_facts(w, src.cache),
+        pods: pods.iter().map(|p| pod_facts(p)).collect(),
+        nodes,
+        hpa: src.cache.hpas_for(&w.key).first().map(|h| hpa_input(h)),
+        recommendation: spec.clone(),
+        hub: HubFacts {
+            last_success,
+            stale_after: chrono::Duration::from_std(src.settings.hub.stale_after)
+                .unwrap_or(chrono::Duration::MAX),
+            pause: config.filter(|c| c.flags.paused).map(|c| {
+                c.flags
+                    .pause_scope
+                    .unwrap_or(kerf_api::hub::PauseScope::Cluster)
+            }),
+        },
+        cluster_freeze: ClusterFreeze {
+            now: src.settings.freeze.now,
+            windows: src.settings.freeze.windows.clone(),
+        },
+        approval,
+        settings: AgentSettings {
+            tolerance_milli_percent: src.settings.tolerance.percent_milli,
+            unsupported_node_selectors: src
+                .settings
+                .unsupported_node_selectors
+                .iter()
+                .map(|s| s.0.clone())
+                .collect(),
+            resize_subresource: src.resize_subresource,
+        },
+        state: rsr_state(status, now),
+    }
+}

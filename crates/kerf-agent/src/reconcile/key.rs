@@ -1,0 +1,431 @@
+//! One pass over one workload's rsr.
+
+use chrono::{DateTime, Utc};
+use kerf_api::rsr::{ChangeState, RightsizingRecommendationStatus};
+use kerf_decide::Outcome;
+use kerf_decide::dedup::{self, DedupContext};
+
+use super::act::{self, StepCtx};
+use super::facts::{self, Sources};
+use super::report::{self, EventRecorder, RsrRef};
+use super::{InFlight, Memory};
+use crate::cache::{RsrEntry, WorkloadKey};
+use crate::hub::HubState;
+use crate::intent::{self, IntentError};
+use crate::rsr_sync::{is_withdrawn, rsr_api};
+use crate::runtime::Context;
+use crate::status::{self, StatusInput};
+
+/// Why a pass over one workload stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// A status write failed (409 included: read again next pass).
+    #[error(transparent)]
+    Intent(#[from] IntentError),
+    /// An actuating step failed.
+    #[error(transparent)]
+    Act(#[from] act::ActError),
+}
+
+impl KeyError {
+    /// A short, bounded name for metric labels and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            KeyError::Intent(e) => e.category(),
+            KeyError::Act(e) => e.category(),
+        }
+    }
+}
+
+struct Writer {
+    api: kube::Api<kube::api::DynamicObject>,
+    name: String,
+    rv: String,
+    /// The spec as read (sent along with the status, see [`intent::write_status`]).
+    spec: Option<serde_json::Value>,
+    /// The status as the API server holds it.
+    last: RightsizingRecommendationStatus,
+    /// The resourceVersions this pass wrote over.
+    replaced: Vec<String>,
+}
+
+impl Writer {
+    async fn write(&mut self, s: &RightsizingRecommendationStatus) -> Result<(), IntentError> {
+        if *s == self.last {
+            return Ok(());
+        }
+        let rv =
+            intent::write_status(&self.api, &self.name, &self.rv, self.spec.as_ref(), s).await?;
+        self.replaced.push(std::mem::replace(&mut self.rv, rv));
+        self.last = s.clone();
+        Ok(())
+    }
+}
+
+/// Reconciles the rsr of `key`. An rsr the cache still shows at a resourceVersion this
+/// reconciler has written over is left until the watch brings the newer one (its write
+/// would only get a 409).
+pub async fn reconcile_key(
+    ctx: &Context,
+    hub: &HubState,
+    recorder: &EventRecorder,
+    memory: &mut Memory,
+    resize_subresource: bool,
+    key: &WorkloadKey,
+) -> Result<(), KeyError> {
+    let Some(entry) = ctx.cache.rsrs_for(key).into_iter().next() else {
+        return Ok(());
+    };
+    if !ctx.may_write() {
+        return Ok(());
+    }
+    match memory.superseded.get(key) {
+        Some(old) if old.contains(&entry.resource_version) => return Ok(()),
+        Some(_) => {
+            memory.superseded.remove(key);
+        }
+        None => {}
+    }
+    let mut writer = new_writer(ctx, &entry);
+    let res = reconcile_entry(
+        ctx,
+        hub,
+        recorder,
+        memory,
+        resize_subresource,
+        key,
+        &entry,
+        &mut writer,
+    )
+    .await;
+    if !writer.replaced.is_empty() {
+        memory
+            .superseded
+            .entry(key.clone())
+            .or_default()
+            .extend(writer.replaced);
+    }
+    res
+}
+
+fn new_writer(ctx: &Context, entry: &RsrEntry) -> Writer {
+    Writer {
+        api: rsr_api(ctx.client.clone(), &entry.namespace),
+        name: entry.name.clone(),
+        rv: entry.resource_version.clone(),
+        spec: entry
+            .rsr
+            .as_ref()
+            .ok()
+            .and_then(|r| serde_json::to_value(&r.spec).ok()),
+        last: entry
+            .rsr
+            .as_ref()
+            .ok()
+            .and_then(|r| r.status.clone())
+            .unwrap_or_default(),
+        replaced: Vec::new(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reconcile_entry(
+    ctx: &Context,
+    hub: &HubState,
+    recorder: &EventRecorder,
+    memory: &mut Memory,
+    resize_subresource: bool,
+    key: &WorkloadKey,
+    entry: &RsrEntry,
+    writer: &mut Writer,
+) -> Result<(), KeyError> {
+    let now = ctx.clock.now();
+    let rsr = match &entry.rsr {
+        Ok(r) => r,
+        Err(e) => return invalid_rsr(memory, key, entry, writer, e.to_string(), now).await,
+    };
+    let Some(workload) = ctx.cache.workload(key) else {
+        if rsr
+            .status
+            .as_ref()
+            .and_then(|s| s.change.as_ref())
+            .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying))
+        {
+            tracing::info!(workload = %key, "workload deleted: the change in flight is dropped");
+        }
+        return Ok(());
+    };
+    if rsr
+        .spec
+        .workload_ref
+        .uid
+        .as_deref()
+        .is_some_and(|u| u != workload.uid)
+    {
+        return Ok(());
+    }
+    let previous = rsr.status.clone().unwrap_or_default();
+    let mut s = previous.clone();
+    intent::clear_pending(&mut s, &memory.acked_ids);
+    let src = Sources {
+        cache: &ctx.cache,
+        hub,
+        settings: &ctx.settings,
+        resize_subresource,
+    };
+    let policies = facts::policies(&ctx.cache);
+    let policy = facts::policy_for(&workload, &ctx.cache, &policies, hub, &ctx.settings);
+    if is_withdrawn(entry) {
+        let input = StatusInput {
+            previous: &s,
+            decision: None,
+            generation: rsr.metadata.generation,
+            invalid: &[],
+            rollout_in_progress: false,
+            withdrawn: true,
+            now,
+        };
+        let new = status::build_status(&input);
+        if status::status_changed(Some(&previous), &new) {
+            writer.write(&new).await?;
+        }
+        return Ok(());
+    }
+    let pods = facts::live_pods(&ctx.cache.pods_of(key));
+    let may_write = || ctx.may_write();
+    let rsr_ref = RsrRef {
+        namespace: entry.namespace.to_string(),
+        name: entry.name.clone(),
+        uid: rsr.metadata.uid.clone(),
+    };
+    let mut finished = false;
+    // Resume or finish a change in flight, from status alone.
+    let in_flight = s
+        .change
+        .as_ref()
+        .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying));
+    let f = facts::gather(src, &workload, &rsr.spec, &s, now);
+    if in_flight {
+        let step = StepCtx {
+            client: &ctx.client,
+            workload: &workload,
+            pods: &pods,
+            facts: &f,
+            policy: &policy,
+            may_write: &may_write,
+            now,
+        };
+        let res = act::advance(&mut s, &step).await;
+        write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
+        finished |= res?.finished;
+    } else if let Some(modes) = act::release_due(&s, &policy)
+        && !act::frozen(&f, &policy, now)
+    {
+        let step = StepCtx {
+            client: &ctx.client,
+            workload: &workload,
+            pods: &pods,
+            facts: &f,
+            policy: &policy,
+            may_write: &may_write,
+            now,
+        };
+        let res = act::release(&mut s, &step, modes).await?;
+        write_and_emit(writer, &s, recorder, &rsr_ref, Some(&res)).await?;
+        finished = true;
+    }
+    let f = facts::gather(src, &workload, &rsr.spec, &s, now);
+    let decision = kerf_decide::decide(&f, &policy, now);
+    if let Outcome::Apply(plan) = &decision.outcome
+        && !s
+            .change
+            .as_ref()
+            .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying))
+    {
+        // Intent before action (design D25).
+        s.change = Some(intent::new_change(plan, now));
+        s.phase = Some(kerf_api::rsr::Phase::Applying);
+        writer.write(&s).await?;
+        crate::failpoints::hit("after-intent").map_err(act::ActError::from)?;
+        let step = StepCtx {
+            client: &ctx.client,
+            workload: &workload,
+            pods: &pods,
+            facts: &f,
+            policy: &policy,
+            may_write: &may_write,
+            now,
+        };
+        let res = act::advance(&mut s, &step).await;
+        write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
+        finished |= res?.finished;
+    }
+    if finished {
+        s.reported = dedup::reset();
+    }
+    let invalid = status::invalid_inputs(&policy, Some(&decision));
+    let rollout_in_progress = rolling(&workload);
+    let input = StatusInput {
+        previous: &s,
+        decision: Some(&decision),
+        generation: rsr.metadata.generation,
+        invalid: &invalid,
+        rollout_in_progress,
+        withdrawn: false,
+        now,
+    };
+    let mut new = status::build_status(&input);
+    let ew = act::event_workload(&workload);
+    let dctx_values = report::recommended_values(&rsr.spec);
+    let policy_hash = policy.values_hash();
+    let dctx = DedupContext {
+        values: &dctx_values,
+        policy_hash: &policy_hash,
+        tolerance_milli_percent: ctx.settings.tolerance.percent_milli,
+    };
+    let reports = if matches!(decision.outcome, Outcome::Apply(_)) {
+        Vec::new()
+    } else {
+        report::reports(&decision, &ew, &rsr.spec.recommendation_id, now)
+    };
+    let current: Vec<_> = reports.iter().map(|r| r.candidate.clone()).collect();
+    new.reported = dedup::retain_current(&new.reported, &current);
+    for acked in memory.acked_reports.remove(key).unwrap_or_default() {
+        let c = DedupContext {
+            values: &acked.values,
+            policy_hash: &acked.policy_hash,
+            tolerance_milli_percent: dctx.tolerance_milli_percent,
+        };
+        new.reported = dedup::mark_reported(&new.reported, &acked.candidate, &c);
+    }
+    if status::status_changed(Some(&writer.last), &new) {
+        writer.write(&new).await?;
+    }
+    for r in reports {
+        let already = memory
+            .in_flight
+            .values()
+            .any(|f| &f.key == key && f.candidate == r.candidate);
+        if already || !dedup::should_emit(&new.reported, &r.candidate, &dctx) {
+            continue;
+        }
+        memory.in_flight.insert(
+            r.event.id,
+            InFlight {
+                key: key.clone(),
+                candidate: r.candidate.clone(),
+                values: dctx_values.clone(),
+                policy_hash: policy_hash.clone(),
+            },
+        );
+        recorder.record(&rsr_ref, &r.event).await;
+    }
+    schedule(memory, key, &decision, &new, &policy, now);
+    Ok(())
+}
+
+/// Writes the status a step produced (when it changed) and then emits its events: an
+/// event is queued only after its intent and pending entry are in status (D25).
+async fn write_and_emit(
+    writer: &mut Writer,
+    s: &RightsizingRecommendationStatus,
+    recorder: &EventRecorder,
+    rsr: &RsrRef,
+    step: Option<&act::StepResult>,
+) -> Result<(), KeyError> {
+    writer.write(s).await?;
+    if let Some(step) = step {
+        if !step.events.is_empty() {
+            crate::failpoints::hit("before-applied-event").map_err(act::ActError::from)?;
+        }
+        for e in &step.events {
+            recorder.record(rsr, e).await;
+        }
+    }
+    Ok(())
+}
+
+fn rolling(w: &crate::cache::WorkloadInfo) -> bool {
+    let st = &w.status;
+    if st
+        .observed_generation
+        .zip(w.generation)
+        .is_some_and(|(o, g)| o < g)
+    {
+        return true;
+    }
+    match w.key.kind {
+        kerf_api::WorkloadKind::DaemonSet => {
+            st.updated_number_scheduled.unwrap_or(0) < st.desired_number_scheduled.unwrap_or(0)
+        }
+        _ => {
+            let want = w.replicas.unwrap_or(1);
+            st.updated_replicas.unwrap_or(0) < want || st.replicas.unwrap_or(0) > want
+        }
+    }
+}
+
+fn schedule(
+    memory: &mut Memory,
+    key: &WorkloadKey,
+    decision: &kerf_decide::Decision,
+    s: &RightsizingRecommendationStatus,
+    policy: &kerf_decide::effective::EffectivePolicy,
+    now: DateTime<Utc>,
+) {
+    if let Outcome::Block(b) = &decision.outcome {
+        for at in [b.until, b.next_window].into_iter().flatten() {
+            memory.wake_at(at.max(now), key);
+        }
+    }
+    if let Some(end) = s.watch.as_ref().and_then(|w| w.end).filter(|e| *e > now) {
+        memory.wake_at(end, key);
+    }
+    if let Some(c) = s
+        .change
+        .as_ref()
+        .filter(|c| c.state == ChangeState::Applying)
+    {
+        let at = c
+            .first_resize_at
+            .map_or(now, |f| f + policy.fallback_after.value);
+        memory.wake_at(at.max(now + chrono::Duration::seconds(1)), key);
+    }
+}
+
+async fn invalid_rsr(
+    memory: &mut Memory,
+    key: &WorkloadKey,
+    entry: &RsrEntry,
+    writer: &mut Writer,
+    error: String,
+    now: DateTime<Utc>,
+) -> Result<(), KeyError> {
+    if memory.invalid.get(key) == Some(&error) {
+        return Ok(());
+    }
+    let mut s = RightsizingRecommendationStatus::default();
+    let invalid = [status::Invalid {
+        reason: kerf_api::wellknown::CONDITION_REASON_INVALID_SPEC,
+        message: error.clone(),
+    }];
+    let input = StatusInput {
+        previous: &s.clone(),
+        decision: None,
+        generation: entry.generation,
+        invalid: &invalid,
+        rollout_in_progress: false,
+        withdrawn: false,
+        now,
+    };
+    s = status::build_status(&input);
+    tracing::warn!(rsr = %entry.name, namespace = %entry.namespace, %error, "rsr does not convert; Valid=False");
+    if writer.spec.is_none()
+        && let Ok(Some(raw)) = writer.api.get_opt(&entry.name).await
+    {
+        writer.spec = raw.data.get("spec").cloned();
+    }
+    writer.write(&s).await?;
+    memory.invalid.insert(key.clone(), error);
+    Ok(())
+}

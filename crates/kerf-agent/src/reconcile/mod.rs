@@ -1,0 +1,446 @@
+//! The reconciler (leader only): per rsr key, gather facts from the caches, compute the
+//! effective policy, decide, act through the executor, write the status, record events.
+//!
+//! Triggers: the caches' change notification, hub state changes, delivery reports of the
+//! outbox, and timers (cooldown end, window opening, `fallbackAfter`, watch end), never
+//! polling. A malformed rsr or policy never stops the loop; transient errors back off per
+//! workload. Every actuating write checks the lease locally first (design D25).
+
+pub mod act;
+pub mod facts;
+mod key;
+pub mod policies;
+pub mod report;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{broadcast, mpsc, watch};
+use uuid::Uuid;
+
+use crate::cache::{Change, WorkloadKey};
+use crate::hub::HubState;
+use crate::outbox::{DeliveryReport, Outbox, Reporter};
+use crate::runtime::Context;
+
+pub use key::{KeyError, reconcile_key};
+
+/// How often everything is synced and decided again even without a trigger.
+pub const RESYNC: Duration = Duration::from_secs(60);
+/// First backoff after a transient error.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Longest backoff.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// After a 409 the rsr is read again this many milliseconds later.
+const CONFLICT_RETRY_MS: i64 = 200;
+
+/// A skip or block sent and not yet acknowledged.
+#[derive(Clone, Debug)]
+pub struct InFlight {
+    /// The workload.
+    pub key: WorkloadKey,
+    /// The de-duplication key.
+    pub candidate: kerf_decide::dedup::Candidate,
+    /// The recommended values when sent.
+    pub values: kerf_decide::dedup::RecommendedValues,
+    /// The policy hash when sent.
+    pub policy_hash: String,
+}
+
+/// What the reconciler keeps between passes (rebuilt from status after a restart).
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Skips and blocks sent, by event id.
+    pub in_flight: HashMap<Uuid, InFlight>,
+    /// Skips and blocks acknowledged, waiting to be recorded in `status.reported`.
+    pub acked_reports: HashMap<WorkloadKey, Vec<InFlight>>,
+    /// Lifecycle event ids acknowledged, to drop from `pendingEvents`.
+    pub acked_ids: Vec<Uuid>,
+    /// Per-workload backoff: failures in a row and when to try again.
+    pub backoff: HashMap<WorkloadKey, (u32, DateTime<Utc>)>,
+    /// Timers: when a workload must be decided again.
+    pub timers: BTreeMap<DateTime<Utc>, BTreeSet<WorkloadKey>>,
+    /// Last conversion error written for a malformed rsr.
+    pub invalid: HashMap<WorkloadKey, String>,
+    /// resourceVersions of rsrs this reconciler has written over: a cache entry still at
+    /// one of them is stale, and the watch brings the newer one.
+    pub superseded: HashMap<WorkloadKey, BTreeSet<String>>,
+}
+
+impl Memory {
+    /// Decides `key` again at `at`.
+    pub fn wake_at(&mut self, at: DateTime<Utc>, key: &WorkloadKey) {
+        self.timers.entry(at).or_default().insert(key.clone());
+    }
+
+    fn take_due(&mut self, now: DateTime<Utc>) -> BTreeSet<WorkloadKey> {
+        let later = self
+            .timers
+            .split_off(&(now + chrono::Duration::milliseconds(1)));
+        let due = std::mem::replace(&mut self.timers, later);
+        due.into_values().flatten().collect()
+    }
+
+    fn handle(&mut self, report: DeliveryReport) -> BTreeSet<WorkloadKey> {
+        let mut keys = BTreeSet::new();
+        let ids = match report {
+            DeliveryReport::Acked(ids) => ids,
+            DeliveryReport::Rejected { id, .. } => vec![id],
+            DeliveryReport::Dropped(_) => return keys,
+        };
+        for id in ids {
+            match self.in_flight.remove(&id) {
+                Some(f) => {
+                    keys.insert(f.key.clone());
+                    self.acked_reports.entry(f.key.clone()).or_default().push(f);
+                }
+                None => self.acked_ids.push(id),
+            }
+        }
+        keys
+    }
+}
+
+/// What the policies' status depends on: every policy's resourceVersion and the workloads.
+type PolicyMark = (Vec<(String, String)>, usize);
+
+fn policy_mark(cache: &crate::cache::CacheSet) -> PolicyMark {
+    let policies = cache
+        .policies()
+        .iter()
+        .map(|p| (p.name.to_string(), p.resource_version.clone()))
+        .collect();
+    (policies, cache.workloads().len())
+}
+
+/// A delivery-report callback for the outbox and the receiver the reconciler reads.
+pub fn ack_channel() -> (Reporter, mpsc::UnboundedReceiver<DeliveryReport>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reporter: Reporter = Arc::new(move |r| {
+        let _ = tx.send(r);
+    });
+    (reporter, rx)
+}
+
+/// The reconciler of one leader term.
+pub struct Reconciler {
+    ctx: Context,
+    hub: watch::Receiver<HubState>,
+    recorder: report::EventRecorder,
+    acks: mpsc::UnboundedReceiver<DeliveryReport>,
+    memory: Memory,
+    /// Whether the API server serves `pods/resize` (design D19).
+    pub resize_subresource: bool,
+}
+
+impl Reconciler {
+    /// A reconciler over the shared context, the hub state, the outbox and its delivery
+    /// reports (from [`ack_channel`]).
+    pub fn new(
+        ctx: Context,
+        hub: watch::Receiver<HubState>,
+        outbox: Outbox,
+        acks: mpsc::UnboundedReceiver<DeliveryReport>,
+    ) -> Reconciler {
+        let recorder = report::EventRecorder {
+            client: ctx.client.clone(),
+            outbox,
+        };
+        Reconciler {
+            resize_subresource: ctx.resize_subresource,
+            ctx,
+            hub,
+            recorder,
+            acks,
+            memory: Memory::default(),
+        }
+    }
+
+    fn all_keys(&self) -> BTreeSet<WorkloadKey> {
+        self.ctx
+            .cache
+            .rsrs()
+            .iter()
+            .filter_map(|r| r.workload.clone())
+            .collect()
+    }
+
+    /// Rebuilds the outbox from every rsr's `pendingEvents` (design D25).
+    fn restore_pending(&self) {
+        let rsrs = self.ctx.cache.rsrs();
+        let events = rsrs.iter().filter_map(|r| {
+            let change = r.rsr.as_ref().ok()?.status.as_ref()?.change.as_ref()?;
+            Some(change.pending_events.clone())
+        });
+        let n = self.recorder.outbox.restore(events.flatten());
+        if n > 0 {
+            tracing::info!(events = n, "outbox rebuilt from pendingEvents");
+        }
+    }
+
+    async fn sync_rsrs(&self) {
+        let hub = self.hub.borrow().clone();
+        let Some(list) = hub.last_good_recommendations.as_ref() else {
+            return;
+        };
+        let approvals = hub
+            .last_good_config
+            .as_ref()
+            .map(|c| c.value.approvals.clone())
+            .unwrap_or_default();
+        let now = self.ctx.clock.now();
+        let (report, errors) = crate::rsr_sync::sync(
+            &self.ctx.client,
+            &self.ctx.cache,
+            &list.value,
+            &approvals,
+            now,
+        )
+        .await;
+        if !report.applied.is_empty() || !report.withdrawn.is_empty() {
+            tracing::debug!(?report, "rsrs synced");
+        }
+        for e in errors {
+            tracing::warn!(error = %e, category = e.category(), "rsr sync failed");
+        }
+    }
+
+    /// Runs until shutdown or until this replica stops leading.
+    pub async fn run(mut self) {
+        let mut changes = self.ctx.cache.subscribe();
+        let mut shutdown = self.ctx.shutdown.clone();
+        let mut leader = self.ctx.leader.clone();
+        self.restore_pending();
+        self.sync_rsrs().await;
+        let mut dirty = self.all_keys();
+        let mut resync = tokio::time::interval(RESYNC);
+        let mut policies_seen = None;
+        loop {
+            self.pass(std::mem::take(&mut dirty)).await;
+            self.sync_policies(&mut policies_seen).await;
+            let now = self.ctx.clock.now();
+            // The hub turning stale blocks new changes (EV-37): decide everything again then.
+            let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
+            let next_timer = self.memory.timers.keys().next().copied();
+            let next = match (next_timer, stale_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
+            tokio::select! {
+                c = changes.recv() => match c {
+                    Ok(Change::Workload(k)) => { dirty.insert(k); }
+                    Ok(Change::Namespace(ns)) => dirty.extend(self.all_keys().into_iter().filter(|k| k.namespace == ns)),
+                    Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => dirty = self.all_keys(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                r = self.hub.changed() => {
+                    if r.is_err() { return; }
+                    self.sync_rsrs().await;
+                    dirty = self.all_keys();
+                }
+                Some(report) = self.acks.recv() => {
+                    dirty.extend(self.memory.handle(report));
+                    dirty.extend(self.pending_holders());
+                }
+                _ = tokio::time::sleep(sleep) => {
+                    let now = self.ctx.clock.now();
+                    if stale_at.is_some_and(|t| t <= now) {
+                        dirty = self.all_keys();
+                    }
+                    dirty.extend(self.memory.take_due(now));
+                }
+                _ = resync.tick() => {
+                    self.prune_acked();
+                    policies_seen = None;
+                    self.sync_rsrs().await;
+                    dirty = self.all_keys();
+                }
+                _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
+                _ = leader.changed() => if !self.ctx.may_write() { return },
+            }
+        }
+    }
+
+    /// The workloads whose rsr still lists an acknowledged lifecycle event as pending.
+    fn pending_holders(&self) -> BTreeSet<WorkloadKey> {
+        let acked = &self.memory.acked_ids;
+        if acked.is_empty() {
+            return BTreeSet::new();
+        }
+        self.ctx
+            .cache
+            .rsrs()
+            .iter()
+            .filter(|r| {
+                r.rsr
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.status.as_ref()?.change.as_ref())
+                    .is_some_and(|c| c.pending_events.iter().any(|e| acked.contains(&e.id)))
+            })
+            .filter_map(|r| r.workload.clone())
+            .collect()
+    }
+
+    /// Forgets acknowledged ids that no rsr lists as pending any more (at each resync, so
+    /// the cache has long seen the status that listed them).
+    fn prune_acked(&mut self) {
+        if self.memory.acked_ids.is_empty() {
+            return;
+        }
+        let pending: std::collections::HashSet<Uuid> = self
+            .ctx
+            .cache
+            .rsrs()
+            .iter()
+            .filter_map(|r| r.rsr.as_ref().ok()?.status.as_ref()?.change.clone())
+            .flat_map(|c| c.pending_events.into_iter().map(|e| e.id))
+            .collect();
+        self.memory.acked_ids.retain(|id| pending.contains(id));
+    }
+
+    /// Writes the policies' status when a policy or the set of workloads changed since the
+    /// last successful sync (or a resync forces it).
+    async fn sync_policies(&self, seen: &mut Option<PolicyMark>) {
+        let mark = policy_mark(&self.ctx.cache);
+        if seen.as_ref() == Some(&mark) {
+            return;
+        }
+        let hub = self.hub.borrow().clone();
+        let now = self.ctx.clock.now();
+        let errors = policies::sync(
+            &self.ctx.client,
+            &self.ctx.cache,
+            &hub,
+            &self.ctx.settings,
+            now,
+        )
+        .await;
+        for e in &errors {
+            tracing::warn!(error = %e, "policy status not written");
+        }
+        if errors.is_empty() {
+            *seen = Some(mark);
+        }
+    }
+
+    async fn pass(&mut self, keys: BTreeSet<WorkloadKey>) {
+        let now = self.ctx.clock.now();
+        for key in keys {
+            if let Some((_, until)) = self.memory.backoff.get(&key)
+                && *until > now
+            {
+                continue;
+            }
+            let hub = self.hub.borrow().clone();
+            let res = reconcile_key(
+                &self.ctx,
+                &hub,
+                &self.recorder,
+                &mut self.memory,
+                self.resize_subresource,
+                &key,
+            )
+            .await;
+            match res {
+                Ok(()) => {
+                    self.memory.backoff.remove(&key);
+                }
+                Err(e) => self.back_off(&key, &e, now),
+            }
+        }
+    }
+
+    fn back_off(&mut self, key: &WorkloadKey, e: &KeyError, now: DateTime<Utc>) {
+        if matches!(
+            e,
+            KeyError::Intent(crate::intent::IntentError::Conflict { .. })
+        ) {
+            // Someone else wrote the rsr: read it again soon, no backoff (design D25).
+            tracing::debug!(workload = %key, error = %e, "rsr changed meanwhile; reading it again");
+            self.memory.superseded.remove(key);
+            self.memory
+                .wake_at(now + chrono::Duration::milliseconds(CONFLICT_RETRY_MS), key);
+            return;
+        }
+        let entry = self.memory.backoff.entry(key.clone()).or_insert((0, now));
+        entry.0 = entry.0.saturating_add(1);
+        let secs = BACKOFF_BASE
+            .as_secs()
+            .saturating_mul(1 << entry.0.min(9))
+            .min(BACKOFF_MAX.as_secs());
+        let at = now + chrono::Duration::seconds(i64::try_from(secs).unwrap_or(300));
+        entry.1 = at;
+        self.memory.wake_at(at, key);
+        tracing::warn!(workload = %key, error = %e, category = e.category(), retry_in_s = secs, "reconcile failed");
+    }
+}
+
+/// Starts the controllers of one leader term: the hub client and its poll loop, the
+/// outbox sender, and the reconciler. The tasks stop when the set is dropped or aborted.
+pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let (reporter, acks) = ack_channel();
+    let outbox_config = crate::outbox::OutboxConfig {
+        max_events: ctx.settings.outbox.max_events,
+        max_bytes: usize::try_from(ctx.settings.outbox.max_bytes).unwrap_or(usize::MAX),
+        ..crate::outbox::OutboxConfig::default()
+    };
+    let outbox = Outbox::new(outbox_config, ctx.metrics.outbox.clone(), Some(reporter));
+    let hub_rx = match ctx.settings.hub.url.clone() {
+        Some(url) => {
+            let mut cfg = crate::hub::HubClientConfig::new(url, ctx.settings.cluster_name.clone());
+            cfg.token_file = ctx.settings.hub.token_file.clone();
+            cfg.stale_after = ctx.settings.hub.stale_after;
+            cfg.auth_backoff = ctx.settings.hub.poll_interval;
+            match crate::hub::HubClient::new(cfg, ctx.metrics.hub.clone(), ctx.clock.clone()) {
+                Ok(client) => {
+                    let client = Arc::new(client);
+                    let rx = client.subscribe();
+                    tasks.spawn({
+                        let outbox = outbox.clone();
+                        let client = client.clone();
+                        async move { outbox.run(client).await }
+                    });
+                    tasks.spawn(poll_hub(
+                        client,
+                        ctx.settings.hub.poll_interval,
+                        ctx.shutdown.clone(),
+                    ));
+                    rx
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "no hub client: every workload is blocked HubUnreachable");
+                    watch::channel(HubState::default()).1
+                }
+            }
+        }
+        None => watch::channel(HubState::default()).1,
+    };
+    tasks.spawn(Reconciler::new(ctx, hub_rx, outbox, acks).run());
+    tasks
+}
+
+/// Fetches recommendations and configuration every `interval`.
+pub async fn poll_hub(
+    client: Arc<crate::hub::HubClient>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
+        }
+        if let Err(e) = client.fetch_config().await {
+            tracing::warn!(error = %e, "hub config fetch failed");
+        }
+        if let Err(e) = client.fetch_recommendations().await {
+            tracing::warn!(error = %e, "hub recommendations fetch failed");
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! RightsizingPolicy status (design D3): `Valid` names every invalid field (a policy that
+//! does not convert, or whose fields fail validation, is ignored by the decisions and
+//! never stops them), `matchedWorkloads` counts the workloads it is the effective policy
+//! of, `observedGeneration` the generation seen. Written only when it differs.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use kerf_api::condition::{Condition, ConditionStatus};
+use kerf_api::policy::RightsizingPolicyStatus;
+use kerf_api::wellknown as wk;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::Value;
+
+use crate::cache::{CacheSet, PolicyEntry};
+use crate::hub::HubState;
+use crate::settings::Settings;
+
+/// Errors of a policy status write.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyStatusError {
+    /// The API server refused or failed the read or the write (409 included).
+    #[error("policy {name}: {source}")]
+    Kube {
+        /// The policy.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The status could not be serialized.
+    #[error("policy {name}: cannot serialize the status: {source}")]
+    Encode {
+        /// The policy.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// The `ApiResource` of RightsizingPolicies, for dynamic access.
+pub fn policy_resource() -> ApiResource {
+    ApiResource {
+        group: wk::API_GROUP.to_owned(),
+        version: wk::API_VERSION.to_owned(),
+        api_version: wk::API_GROUP_VERSION.to_owned(),
+        kind: "RightsizingPolicy".to_owned(),
+        plural: "rightsizingpolicies".to_owned(),
+    }
+}
+
+/// The Valid condition's status, reason and message for a policy entry: every problem,
+/// `; `-separated, each naming its field.
+pub fn validity(entry: &PolicyEntry) -> (ConditionStatus, &'static str, String) {
+    let problems: Vec<String> = match &entry.policy {
+        Err(e) => vec![e.to_string()],
+        Ok(p) => kerf_api::validate::validate_policy(&p.spec)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    };
+    if problems.is_empty() {
+        (
+            ConditionStatus::True,
+            wk::CONDITION_REASON_VALID,
+            String::new(),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            wk::CONDITION_REASON_INVALID_SPEC,
+            problems.join("; "),
+        )
+    }
+}
+
+/// How many workloads each policy is the effective policy of.
+pub fn matched_counts(
+    cache: &CacheSet,
+    hub: &HubState,
+    settings: &Settings,
+) -> BTreeMap<String, i32> {
+    let policies = super::facts::policies(cache);
+    let mut out = BTreeMap::new();
+    for w in cache.workloads() {
+        let p = super::facts::policy_for(&w, cache, &policies, hub, settings);
+        if let Some(name) = p.policy_name {
+            *out.entry(name).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The status a policy should have, built over the one it has.
+pub fn desired_status(
+    entry: &PolicyEntry,
+    previous: &RightsizingPolicyStatus,
+    matched: i32,
+    now: DateTime<Utc>,
+) -> RightsizingPolicyStatus {
+    let mut s = previous.clone();
+    s.observed_generation = entry.generation;
+    let valid = matches!(validity(entry).0, ConditionStatus::True);
+    s.matched_workloads = Some(if valid { matched } else { 0 });
+    let (status, reason, message) = validity(entry);
+    crate::status::set_condition(
+        &mut s.conditions,
+        Condition {
+            type_: wk::CONDITION_VALID.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message,
+            last_transition_time: now,
+            observed_generation: entry.generation,
+        },
+    );
+    s
+}
+
+/// Writes the status of every policy whose status differs from the desired one. One
+/// failing policy does not stop the others; the errors are returned.
+pub async fn sync(
+    client: &kube::Client,
+    cache: &CacheSet,
+    hub: &HubState,
+    settings: &Settings,
+    now: DateTime<Utc>,
+) -> Vec<PolicyStatusError> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
+    let counts = matched_counts(cache, hub, settings);
+    let mut errors = Vec::new();
+    for entry in cache.policies() {
+        let matched = counts.get(&*entry.name).copied().unwrap_or(0);
+        if let Err(e) = sync_one(&api, &entry, matched, now).await {
+            errors.push(e);
+        }
+    }
+    errors
+}
+
+async fn sync_one(
+    api: &Api<DynamicObject>,
+    entry: &PolicyEntry,
+    matched: i32,
+    now: DateTime<Utc>,
+) -> Result<(), PolicyStatusError> {
+    let name = entry.name.to_string();
+    let kube_err = |source| PolicyStatusError::Kube {
+        name: name.clone(),
+        source,
+    };
+    let Some(mut obj) = api.get_opt(&name).await.map_err(kube_err)? else {
+        return Ok(());
+    };
+    let previous: RightsizingPolicyStatus = obj
+        .data
+        .get("status")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let desired = desired_status(entry, &previous, matched, now);
+    if desired == previous {
+        return Ok(());
+    }
+    obj.data["status"] =
+        serde_json::to_value(&desired).map_err(|source| PolicyStatusError::Encode {
+            name: name.clone(),
+            source,
+        })?;
+    obj.metadata.managed_fields = None;
+    api.replace_subresource::<Value>(
+        "status",
+        &name,
+        &PostParams::default(),
+        &serde_json::to_value(&obj).map_err(|source| PolicyStatusError::Encode {
+            name: name.clone(),
+            source,
+        })?,
+    )
+    .await
+    .map_err(kube_err)?;
+    if desired
+        .conditions
+        .iter()
+        .any(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False)
+    {
+        tracing::warn!(policy = %name, "policy is invalid; it is ignored until fixed");
+    }
+    Ok(())
+}

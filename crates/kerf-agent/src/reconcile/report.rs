@@ -1,0 +1,178 @@
+//! Events: every event goes to the outbox (for the hub) and is written as a Kubernetes
+//! Event on the rsr with the event's reason, type Warning for failed, rolled_back and
+//! fallback and Normal otherwise (EV-07, EV-08). Skips and blocks are de-duplicated with
+//! `kerf_decide::dedup` and count as reported once the hub acknowledged them (D25).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::Event as K8sEvent;
+use kerf_api::Resource;
+use kerf_api::event::{Event, EventType, EventWorkload};
+use kerf_api::rsr::RightsizingRecommendationSpec;
+use kerf_api::wellknown::{self as wk, API_GROUP_VERSION};
+use kerf_decide::dedup::{Candidate, RecommendedValues, value_key};
+use kerf_decide::pipeline::{Decision, Outcome, ReportKind};
+use kerf_decide::quantity;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::outbox::Outbox;
+
+/// Component name on Kubernetes Events.
+pub const COMPONENT: &str = "kerf-agent";
+
+/// Where events go.
+#[derive(Clone)]
+pub struct EventRecorder {
+    /// The Kubernetes client.
+    pub client: kube::Client,
+    /// The hub outbox.
+    pub outbox: Outbox,
+}
+
+/// The rsr an event is recorded on.
+#[derive(Clone, Debug)]
+pub struct RsrRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: Option<String>,
+}
+
+impl EventRecorder {
+    /// Queues `event` for the hub and writes it as a Kubernetes Event on the rsr. The
+    /// Kubernetes Event's name derives from the event id, so a re-emitted event does not
+    /// make a second one.
+    pub async fn record(&self, rsr: &RsrRef, event: &Event) {
+        if let Err(e) = self.outbox.enqueue(event.clone()) {
+            tracing::error!(error = %e, category = e.category(), "event not queued");
+        }
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &rsr.namespace);
+        let body = k8s_event(rsr, event);
+        let Ok(obj) = serde_json::from_value::<K8sEvent>(body) else {
+            return;
+        };
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(error = %e, rsr = %rsr.name, "cannot write the Kubernetes Event")
+            }
+        }
+    }
+}
+
+/// The Kubernetes Event of `event` on the rsr (EV-07, EV-08).
+pub fn k8s_event(rsr: &RsrRef, event: &Event) -> serde_json::Value {
+    let time = event.time.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let micro = event.time.to_rfc3339_opts(SecondsFormat::Micros, true);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": format!("{}.{}", rsr.name, event.id.simple()),
+            "namespace": rsr.namespace,
+        },
+        "involvedObject": {
+            "apiVersion": API_GROUP_VERSION,
+            "kind": "RightsizingRecommendation",
+            "name": rsr.name,
+            "namespace": rsr.namespace,
+            "uid": rsr.uid,
+        },
+        "reason": event.reason,
+        "type": wk::k8s_event_type(event.type_),
+        "message": event.message.clone().unwrap_or_else(|| event.type_.as_str().to_owned()),
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "action": event.type_.as_str(),
+        "firstTimestamp": time,
+        "lastTimestamp": time,
+        "eventTime": micro,
+        "count": 1,
+    })
+}
+
+/// The hub's recommended requests per `container/resource` (what de-duplication compares).
+pub fn recommended_values(spec: &RightsizingRecommendationSpec) -> RecommendedValues {
+    let mut out = BTreeMap::new();
+    for c in &spec.containers {
+        for r in Resource::ALL {
+            if let Some(v) = c.requests.get(r).and_then(|q| quantity::parse(r, q).ok()) {
+                out.insert(value_key(&c.name, r), v);
+            }
+        }
+    }
+    out
+}
+
+/// A skip or block the decision would report, with its event.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The de-duplication key.
+    pub candidate: Candidate,
+    /// The event to send.
+    pub event: Event,
+}
+
+/// The skips and blocks of a decision: the outcome (whole workload) and the per-resource
+/// reports, each as an event with a fresh id.
+pub fn reports(
+    decision: &Decision,
+    workload: &EventWorkload,
+    recommendation_id: &str,
+    time: DateTime<Utc>,
+) -> Vec<Report> {
+    let mut out = Vec::new();
+    let mut push = |type_: EventType,
+                    reason: &str,
+                    resources: Vec<Resource>,
+                    message: &str,
+                    details: BTreeMap<String, String>| {
+        let Ok(candidate) = Candidate::new(type_, reason, resources.first().copied()) else {
+            return;
+        };
+        let mut event =
+            Event::new(Uuid::new_v4(), type_, time, workload.clone(), reason).with_message(message);
+        event.recommendation_id = Some(recommendation_id.to_owned());
+        event.resources = resources;
+        event.details = details;
+        out.push(Report { candidate, event });
+    };
+    match &decision.outcome {
+        Outcome::Skip(s) => push(
+            EventType::Skipped,
+            s.reason,
+            s.resources.clone(),
+            &decision.message,
+            BTreeMap::new(),
+        ),
+        Outcome::Block(b) => push(
+            EventType::Blocked,
+            b.reason,
+            b.resources.clone(),
+            &decision.message,
+            b.details.clone(),
+        ),
+        Outcome::Apply(_) => {}
+    }
+    for r in &decision.reports {
+        let type_ = match r.kind {
+            ReportKind::Skipped => EventType::Skipped,
+            ReportKind::Blocked => EventType::Blocked,
+        };
+        push(
+            type_,
+            r.reason,
+            vec![r.resource],
+            &r.message,
+            BTreeMap::new(),
+        );
+    }
+    out
+}

@@ -1,0 +1,425 @@
+//! Mirrors the hub's recommendations into RightsizingRecommendations (design section 3, D4).
+//!
+//! One rsr per workload, next to it. Its name is the workload's name if free, else
+//! `<name>-<lowercase kind>`, else that plus `-<8 hex of sha256(kind/name)>` (at most 253
+//! characters, the hash kept), and never changes once made: the rsr of a workload is
+//! found through the labels `kerf.getkerf.dev/workload-kind` and `-name`, never by name.
+//! The spec is written with server-side apply under the field manager `kerf`, with an
+//! ownerReference to the workload (not controller, no blockOwnerDeletion) and no finalizer.
+//!
+//! Lifecycle (docs/lifecycle.md): an rsr whose `workloadRef.uid` differs from the live
+//! workload's is reset (its status is cleared); a recommendation that disappears from the
+//! hub's list leaves its rsr and the applied values in place, marks the rsr with
+//! [`ANNOTATION_WITHDRAWN`] and the reconciler stops acting on it; a deleted workload's rsr
+//! goes with the workload through the ownerReference.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use kerf_api::hub::{Approval, Recommendation, RecommendationList};
+use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
+use kerf_api::wellknown::{
+    API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
+};
+use kerf_api::{RightsizingRecommendationStatus, WorkloadKind};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
+
+/// rsr annotation: the hub no longer lists a recommendation for this workload (value: when
+/// the agent noticed, RFC 3339). The rsr and the applied values stay; the agent stops
+/// acting on it until the hub recommends again.
+pub const ANNOTATION_WITHDRAWN: &str = "kerf.getkerf.dev/recommendation-withdrawn";
+
+/// Longest name of a Kubernetes object (a DNS subdomain).
+pub const MAX_NAME_LEN: usize = 253;
+
+/// Errors of the rsr sync.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The API server refused or failed a write.
+    #[error("rsr {namespace}/{name}: {source}")]
+    Kube {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The body could not be serialized.
+    #[error("rsr {name}: cannot serialize: {source}")]
+    Encode {
+        /// Name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl SyncError {
+    /// A short, bounded name for metric labels and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            SyncError::Kube { .. } => "kube",
+            SyncError::Encode { .. } => "encode",
+        }
+    }
+}
+
+/// The `ApiResource` of RightsizingRecommendations, for dynamic access (design D3).
+pub fn rsr_resource() -> ApiResource {
+    ApiResource {
+        group: kerf_api::wellknown::API_GROUP.to_owned(),
+        version: kerf_api::wellknown::API_VERSION.to_owned(),
+        api_version: API_GROUP_VERSION.to_owned(),
+        kind: "RightsizingRecommendation".to_owned(),
+        plural: "rightsizingrecommendations".to_owned(),
+    }
+}
+
+/// The rsr API of one namespace, as dynamic objects (a malformed rsr still reads).
+pub fn rsr_api(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client, namespace, &rsr_resource())
+}
+
+/// The name of a new rsr for workload `kind/name` (design D4). `is_free` tells whether an
+/// rsr name is still unused in the namespace.
+pub fn rsr_name(kind: WorkloadKind, name: &str, is_free: impl Fn(&str) -> bool) -> String {
+    if name.len() <= MAX_NAME_LEN && is_free(name) {
+        return name.to_owned();
+    }
+    let with_kind = format!("{name}-{}", kind.as_str().to_lowercase());
+    if with_kind.len() <= MAX_NAME_LEN && is_free(&with_kind) {
+        return with_kind;
+    }
+    let digest = Sha256::digest(format!("{}/{name}", kind.as_str()).as_bytes());
+    let hash = &hex::encode(digest)[..8];
+    let room = MAX_NAME_LEN - hash.len() - 1;
+    let mut base: &str = &with_kind;
+    if base.len() > room {
+        let mut end = room;
+        while !base.is_char_boundary(end) {
+            end -= 1;
+        }
+        base = base[..end].trim_end_matches(['-', '.']);
+    }
+    format!("{base}-{hash}")
+}
+
+/// The rsr spec mirroring `rec` for the live workload `uid`; a pending hub approval of the
+/// same recommendation is mirrored too (design D27: a mirror, never an input).
+pub fn spec_for(
+    rec: &Recommendation,
+    kind: WorkloadKind,
+    uid: &str,
+    approvals: &[Approval],
+) -> RightsizingRecommendationSpec {
+    let approval = approvals
+        .iter()
+        .find(|a| a.workload == rec.workload && a.recommendation_id == rec.recommendation_id)
+        .map(|a| ApprovalRef {
+            approval_id: a.approval_id.clone(),
+            approved_by: a.approved_by.clone(),
+        });
+    RightsizingRecommendationSpec {
+        workload_ref: WorkloadRef {
+            kind,
+            name: rec.workload.name.clone(),
+            uid: Some(uid.to_owned()),
+        },
+        recommendation_id: rec.recommendation_id.clone(),
+        generated_at: Some(rec.generated_at),
+        confidence: Some(rec.confidence.clone()),
+        data_coverage: Some(rec.data_coverage.clone()),
+        settings: Some(rec.settings.clone()),
+        containers: rec.containers.clone(),
+        approval,
+    }
+}
+
+/// The server-side apply body of an rsr: labels, ownerReference, spec, and the withdrawn
+/// mark when set.
+pub fn apply_body(
+    name: &str,
+    workload: &WorkloadInfo,
+    spec: &RightsizingRecommendationSpec,
+    withdrawn_at: Option<DateTime<Utc>>,
+) -> Result<Value, serde_json::Error> {
+    let key = &workload.key;
+    let mut metadata = json!({
+        "name": name,
+        "namespace": &*key.namespace,
+        "labels": {
+            LABEL_WORKLOAD_KIND: key.kind.as_str(),
+            LABEL_WORKLOAD_NAME: &*key.name,
+        },
+        "ownerReferences": [{
+            "apiVersion": "apps/v1",
+            "kind": key.kind.as_str(),
+            "name": &*key.name,
+            "uid": workload.uid,
+            "controller": false,
+            "blockOwnerDeletion": false,
+        }],
+    });
+    if let Some(at) = withdrawn_at {
+        metadata["annotations"] = json!({
+            ANNOTATION_WITHDRAWN: at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        });
+    }
+    Ok(json!({
+        "apiVersion": API_GROUP_VERSION,
+        "kind": "RightsizingRecommendation",
+        "metadata": metadata,
+        "spec": serde_json::to_value(spec)?,
+    }))
+}
+
+/// What the sync does for one recommendation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SyncPlan {
+    /// The rsr is as it should be.
+    Unchanged,
+    /// Create or update the rsr `name`; `reset` clears its status first (the workload was
+    /// replaced: another uid).
+    Apply {
+        /// The rsr's name.
+        name: String,
+        /// Clear the status.
+        reset: bool,
+    },
+}
+
+/// Plans the sync of `rec` for `workload`, given the rsrs its labels index finds and
+/// whether a name is free in the namespace.
+pub fn plan(
+    desired: &RightsizingRecommendationSpec,
+    workload: &WorkloadInfo,
+    existing: &[Arc<RsrEntry>],
+    is_free: impl Fn(&str) -> bool,
+) -> SyncPlan {
+    let Some(entry) = existing.first() else {
+        let name = rsr_name(workload.key.kind, &workload.key.name, is_free);
+        return SyncPlan::Apply { name, reset: false };
+    };
+    let Ok(rsr) = &entry.rsr else {
+        return SyncPlan::Apply {
+            name: entry.name.clone(),
+            reset: false,
+        };
+    };
+    let old_uid = rsr.spec.workload_ref.uid.as_deref();
+    let reset = old_uid.is_some_and(|u| u != workload.uid);
+    let owned = rsr
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|o| o.uid == workload.uid);
+    let withdrawn = annotation(entry, ANNOTATION_WITHDRAWN).is_some();
+    if !reset && owned && !withdrawn && rsr.spec == *desired {
+        return SyncPlan::Unchanged;
+    }
+    SyncPlan::Apply {
+        name: entry.name.clone(),
+        reset,
+    }
+}
+
+fn annotation<'a>(entry: &'a RsrEntry, key: &str) -> Option<&'a String> {
+    let rsr = entry.rsr.as_ref().ok()?;
+    rsr.metadata.annotations.as_ref()?.get(key)
+}
+
+/// Whether the rsr is marked withdrawn.
+pub fn is_withdrawn(entry: &RsrEntry) -> bool {
+    annotation(entry, ANNOTATION_WITHDRAWN).is_some()
+}
+
+/// What one sync pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// rsrs created or updated.
+    pub applied: Vec<String>,
+    /// rsrs reset (workload replaced).
+    pub reset: Vec<String>,
+    /// rsrs newly marked withdrawn.
+    pub withdrawn: Vec<String>,
+    /// Recommendations for workloads the caches do not hold (yet).
+    pub no_workload: usize,
+}
+
+/// Syncs every recommendation of `list` into rsrs, and marks rsrs the list no longer
+/// covers. Writes only what differs; one failing rsr does not stop the others.
+pub async fn sync(
+    client: &kube::Client,
+    cache: &CacheSet,
+    list: &RecommendationList,
+    approvals: &[Approval],
+    now: DateTime<Utc>,
+) -> (SyncReport, Vec<SyncError>) {
+    let mut report = SyncReport::default();
+    let mut errors = Vec::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for rec in &list.recommendations {
+        let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
+            continue;
+        };
+        let key = WorkloadKey::new(&rec.workload.namespace, kind, &rec.workload.name);
+        listed.insert(key.clone());
+        let Some(workload) = cache.workload(&key) else {
+            report.no_workload += 1;
+            continue;
+        };
+        match sync_one(client, cache, rec, &workload, approvals).await {
+            Ok(Some((name, reset))) => {
+                if reset {
+                    report.reset.push(name.clone());
+                }
+                report.applied.push(name);
+            }
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    for entry in cache.rsrs() {
+        let Some(key) = entry.workload.as_ref() else {
+            continue;
+        };
+        if listed.contains(key) || is_withdrawn(&entry) {
+            continue;
+        }
+        match mark_withdrawn(client, cache, &entry, now).await {
+            Ok(true) => report.withdrawn.push(entry.name.clone()),
+            Ok(false) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    (report, errors)
+}
+
+async fn sync_one(
+    client: &kube::Client,
+    cache: &CacheSet,
+    rec: &Recommendation,
+    workload: &WorkloadInfo,
+    approvals: &[Approval],
+) -> Result<Option<(String, bool)>, SyncError> {
+    let key = &workload.key;
+    let desired = spec_for(rec, key.kind, &workload.uid, approvals);
+    let existing = cache.rsrs_for(key);
+    let taken: BTreeMap<String, ()> = cache
+        .rsrs()
+        .iter()
+        .filter(|r| *r.namespace == *key.namespace)
+        .map(|r| (r.name.clone(), ()))
+        .collect();
+    let SyncPlan::Apply { name, reset } =
+        plan(&desired, workload, &existing, |n| !taken.contains_key(n))
+    else {
+        return Ok(None);
+    };
+    let body = apply_body(&name, workload, &desired, None).map_err(|source| SyncError::Encode {
+        name: name.clone(),
+        source,
+    })?;
+    let api = rsr_api(client.clone(), &key.namespace);
+    let kube_err = |source| SyncError::Kube {
+        namespace: key.namespace.to_string(),
+        name: name.clone(),
+        source,
+    };
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = api
+        .patch(&name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(kube_err)?;
+    if reset {
+        tracing::info!(rsr = %name, namespace = %key.namespace, "workload replaced (new uid): rsr status reset");
+        let mut obj = applied;
+        obj.data["status"] = serde_json::to_value(RightsizingRecommendationStatus::default())
+            .map_err(|source| SyncError::Encode {
+                name: name.clone(),
+                source,
+            })?;
+        let bytes = serde_json::to_value(&obj).map_err(|source| SyncError::Encode {
+            name: name.clone(),
+            source,
+        })?;
+        api.replace_subresource::<Value>("status", &name, &PostParams::default(), &bytes)
+            .await
+            .map_err(kube_err)?;
+    }
+    Ok(Some((name, reset)))
+}
+
+/// Marks an rsr withdrawn, keeping its spec as it is. Returns whether it wrote.
+async fn mark_withdrawn(
+    client: &kube::Client,
+    cache: &CacheSet,
+    entry: &RsrEntry,
+    now: DateTime<Utc>,
+) -> Result<bool, SyncError> {
+    let (Ok(rsr), Some(key)) = (&entry.rsr, &entry.workload) else {
+        return Ok(false);
+    };
+    let Some(workload) = cache.workload(key) else {
+        return Ok(false);
+    };
+    let body = apply_body(&entry.name, &workload, &rsr.spec, Some(now)).map_err(|source| {
+        SyncError::Encode {
+            name: entry.name.clone(),
+            source,
+        }
+    })?;
+    let api = rsr_api(client.clone(), &entry.namespace);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&entry.name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(|source| SyncError::Kube {
+            namespace: entry.namespace.to_string(),
+            name: entry.name.clone(),
+            source,
+        })?;
+    tracing::info!(rsr = %entry.name, namespace = %entry.namespace, "the hub no longer recommends for this workload: rsr kept, agent stops acting on it");
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // rule: design D4
+    #[test]
+    fn name_is_the_workload_name_when_free() {
+        assert_eq!(
+            rsr_name(WorkloadKind::Deployment, "checkout", |_| true),
+            "checkout"
+        );
+    }
+
+    #[test]
+    fn name_adds_the_kind_then_a_hash_on_clashes() {
+        let n = rsr_name(WorkloadKind::StatefulSet, "db", |n| n != "db");
+        assert_eq!(n, "db-statefulset");
+        let n = rsr_name(WorkloadKind::StatefulSet, "db", |_| false);
+        let digest = hex::encode(Sha256::digest(b"StatefulSet/db"));
+        assert_eq!(n, format!("db-statefulset-{}", &digest[..8]));
+    }
+
+    #[test]
+    fn long_names_keep_the_hash_within_253() {
+        let long = "a".repeat(250);
+        let n = rsr_name(WorkloadKind::DaemonSet, &long, |n| n != long);
+        assert!(n.len() <= MAX_NAME_LEN, "{}", n.len());
+        let digest = hex::encode(Sha256::digest(format!("DaemonSet/{long}").as_bytes()));
+        assert!(n.ends_with(&digest[..8]));
+    }
+}

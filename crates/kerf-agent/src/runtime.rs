@@ -1,0 +1,276 @@
+//! `kerf-agent run`: settings -> Kubernetes client -> caches -> lease -> servers.
+//!
+//! Every replica runs the watches, the metrics server and (later) the webhook; only the
+//! leader runs the controllers. Components get what they need through [`Context`].
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::cache::CacheSet;
+use crate::cli::LogFormat;
+use crate::clock::{SharedClock, SystemClock};
+use crate::lease::{Elector, LeaderState, always_leader};
+use crate::metrics::{self, Metrics};
+use crate::settings::{LogSettings, Settings};
+
+/// How long shutdown waits for tasks to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// What every component of the running agent shares.
+#[derive(Clone)]
+pub struct Context {
+    /// Validated settings.
+    pub settings: Arc<Settings>,
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Slim caches.
+    pub cache: CacheSet,
+    /// The clock; decision code gets `now` from it, never reads time itself.
+    pub clock: SharedClock,
+    /// Leadership; check `borrow().is_leader_at(clock.now())` before every actuating write.
+    pub leader: watch::Receiver<LeaderState>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Turns true when the agent shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    /// Whether the API server serves `pods/resize` (design D19), from discovery at start.
+    pub resize_subresource: bool,
+}
+
+impl Context {
+    /// Whether this replica may make an actuating write now (local check, design D25).
+    pub fn may_write(&self) -> bool {
+        self.leader.borrow().is_leader_at(self.clock.now())
+    }
+}
+
+/// Runs the agent on a new tokio runtime; returns the process exit code.
+pub fn main(settings: Settings) -> ExitCode {
+    init_tracing(&settings.log);
+    crate::failpoints::init_from_env();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "kerf-agent stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(log: &LogSettings) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&log.filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let res = match log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    if let Err(e) = res {
+        eprintln!("kerf-agent: logging already initialised: {e}");
+    }
+}
+
+/// Runs the agent until SIGTERM or Ctrl-C.
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.map_err(|e| {
+        anyhow::anyhow!("cannot build a Kubernetes client (in-cluster or KUBECONFIG): {e}")
+    })?;
+    let agent = Agent::start(client, settings, Arc::new(SystemClock)).await;
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    agent.stop().await;
+    Ok(())
+}
+
+/// A running agent: the watches, the metrics server and the leader's controllers. `run`
+/// uses it for the process; tests start several in one process against kerf-sim.
+pub struct Agent {
+    ctx: Context,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    watches: JoinSet<()>,
+    _leader_tx: watch::Sender<LeaderState>,
+}
+
+impl Agent {
+    /// Starts the agent's tasks on `client` with `settings` and `clock`: caches, lease
+    /// (when enabled), metrics server and, once the caches synced and while leading, the
+    /// controllers. Asks discovery once whether `pods/resize` is served (design D19).
+    pub async fn start(client: kube::Client, settings: Settings, clock: SharedClock) -> Agent {
+        let settings = Arc::new(settings);
+        let metrics = Arc::new(Metrics::new());
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let resize_subresource = resize_subresource_served(&client).await;
+        let cache = CacheSet::new();
+        let watches = cache.start(client.clone(), metrics.cache.clone());
+        let (leader_tx, leader) = if settings.leader_election.enabled {
+            let (tx, rx) = watch::channel(LeaderState::Follower { holder: None });
+            let elector = Elector::new(
+                client.clone(),
+                settings.leader_election.clone(),
+                clock.clone(),
+                metrics.leader.clone(),
+            );
+            tasks.spawn(elector.run(tx.clone(), shutdown.clone()));
+            (tx, rx)
+        } else {
+            metrics.leader.leader.set(1);
+            always_leader()
+        };
+        spawn_metrics_server(&mut tasks, &settings, &metrics, &cache, shutdown.clone());
+        crate::webhook::spawn(
+            &mut tasks,
+            &settings.webhook,
+            &cache,
+            metrics.webhook.clone(),
+            shutdown.clone(),
+        );
+        let ctx = Context {
+            settings: settings.clone(),
+            client,
+            cache,
+            clock,
+            leader,
+            metrics,
+            shutdown,
+            resize_subresource,
+        };
+        tasks.spawn(leader_work(ctx.clone()));
+        tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");
+        Agent {
+            ctx,
+            shutdown_tx,
+            tasks,
+            watches,
+            _leader_tx: leader_tx,
+        }
+    }
+
+    /// What the components share.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Stops every task, waiting up to the shutdown grace for them to finish.
+    pub async fn stop(mut self) {
+        let _ = self.shutdown_tx.send(true);
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+            tracing::warn!("tasks did not stop in time");
+        }
+        self.watches.abort_all();
+    }
+
+    /// Stops every task at once, wherever it is, as a killed process would.
+    pub async fn abort(mut self) {
+        self.tasks.abort_all();
+        self.watches.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        while self.watches.join_next().await.is_some() {}
+    }
+}
+
+fn spawn_metrics_server(
+    tasks: &mut JoinSet<()>,
+    settings: &Settings,
+    metrics: &Metrics,
+    cache: &CacheSet,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let ready_cache = cache.clone();
+    let router = metrics::router(
+        metrics.registry.clone(),
+        Arc::new(move || ready_cache.is_synced()),
+    );
+    let addr = settings.metrics_addr;
+    tasks.spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        if let Err(e) = metrics::serve(addr, router, stop).await {
+            tracing::error!(%addr, error = %e, "metrics server failed");
+        }
+    });
+}
+
+/// Whether the API server lists `pods/resize` in the discovery of `/api/v1` (design D19).
+/// When discovery cannot be read the subresource is assumed served: a resize that then
+/// answers 404 or 405 is refused by the executor.
+pub async fn resize_subresource_served(client: &kube::Client) -> bool {
+    match client.list_core_api_resources("v1").await {
+        Ok(list) => {
+            let served = list.resources.iter().any(|r| r.name == "pods/resize");
+            if !served {
+                tracing::warn!(
+                    "the API server has no pods/resize: in-place changes are blocked UnsupportedNode"
+                );
+            }
+            served
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read API discovery; assuming pods/resize is served");
+            true
+        }
+    }
+}
+
+/// Waits for the caches, then for leadership, and runs the controllers while leading.
+async fn leader_work(ctx: Context) {
+    let mut shutdown = ctx.shutdown.clone();
+    tokio::select! {
+        _ = ctx.cache.wait_synced() => {}
+        _ = shutdown.wait_for(|s| *s) => return,
+    }
+    tracing::info!("caches synced");
+    let mut leader = ctx.leader.clone();
+    loop {
+        tokio::select! {
+            r = leader.wait_for(|l| l.is_leader_at(ctx.clock.now())) => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        tracing::info!("leading: controllers start");
+        // ================================================================================
+        // THE RECONCILER STARTS HERE (leader only): reconciler, executor, health watch,
+        // hub client and outbox, each given `ctx.clone()`. They stop when leadership is
+        // lost (below) or on shutdown, and check `ctx.may_write()` before every
+        // actuating write.
+        // ================================================================================
+        let mut controllers = crate::reconcile::start(ctx.clone());
+        tokio::select! {
+            _ = leader.wait_for(|l| !l.is_leader_at(ctx.clock.now())) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        controllers.abort_all();
+        tracing::info!("leadership lost: controllers stop");
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,370 @@
+//! The rsr status built from a decision and the state of the change: a pure function, so
+//! what `kubectl get rsr` and `kubectl describe rsr` show is tested without a cluster.
+//!
+//! - phase: the decision's (Blocked unless the last change is Applied, GR-40; Deferred
+//!   with `nextWindow` while a deferred change waits, AP-24); Applying while a change is in
+//!   flight; RolledBack and Released stay while nothing new is decided.
+//! - conditions (design D5): Valid (naming every invalid field or annotation), Blocked
+//!   (reason and message, GR-39), Applied, HealthWatch, Progressing. `lastTransitionTime`
+//!   moves only when a condition's status changes.
+//! - strategy: configured and effective; a fallback's rollout sticks until the configured
+//!   strategy changes (AP-10, AP-13).
+//! - summary for the printer columns (D5), from the decision.
+//!
+//! [`status_changed`] tells the caller whether a write is needed at all.
+
+use chrono::{DateTime, Utc};
+use kerf_api::condition::{Condition, ConditionStatus};
+use kerf_api::policy::Strategy;
+use kerf_api::rsr::{
+    ChangeState, EffectiveModes, Phase, RightsizingRecommendationStatus, StrategyStatus,
+};
+use kerf_api::wellknown as wk;
+use kerf_decide::effective::{EffectivePolicy, Layer};
+use kerf_decide::{Decision, Outcome};
+
+/// An invalid input the Valid condition names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// InvalidSpec, InvalidAnnotation or ContainerNotFound.
+    pub reason: &'static str,
+    /// The field or annotation and what is wrong.
+    pub message: String,
+}
+
+/// The invalid inputs of an effective policy and a decision: bad annotations, bad policy
+/// fields and recommended containers the template lacks (design D8).
+pub fn invalid_inputs(policy: &EffectivePolicy, decision: Option<&Decision>) -> Vec<Invalid> {
+    let mut out: Vec<Invalid> = policy
+        .problems
+        .iter()
+        .map(|p| Invalid {
+            reason: if p.layer == Layer::Annotation {
+                wk::CONDITION_REASON_INVALID_ANNOTATION
+            } else {
+                wk::CONDITION_REASON_INVALID_SPEC
+            },
+            message: format!("{} = {:?}: {}", p.field, p.value, p.message),
+        })
+        .collect();
+    if let Some(d) = decision.filter(|d| !d.dropped_containers.is_empty()) {
+        out.push(Invalid {
+            reason: wk::CONDITION_REASON_CONTAINER_NOT_FOUND,
+            message: format!(
+                "recommended containers not in the pod template: {}",
+                d.dropped_containers.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+/// What the status is built from.
+#[derive(Clone, Debug)]
+pub struct StatusInput<'a> {
+    /// The status as last written (or as the change's progress left it).
+    pub previous: &'a RightsizingRecommendationStatus,
+    /// The decision, when one was made.
+    pub decision: Option<&'a Decision>,
+    /// metadata.generation of the rsr.
+    pub generation: Option<i64>,
+    /// Invalid fields and annotations (the Valid condition).
+    pub invalid: &'a [Invalid],
+    /// A rollout of the workload is in progress.
+    pub rollout_in_progress: bool,
+    /// The hub no longer lists the recommendation.
+    pub withdrawn: bool,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+/// The summary reason of a withdrawn recommendation (a printer string, not an event reason).
+pub const SUMMARY_WITHDRAWN: &str = "RecommendationWithdrawn";
+
+/// Builds the status. The intent record, live values, watch, last rollback, reported keys
+/// and consumed approvals are carried over from `previous`: their writers are the intent
+/// record and the reconciler.
+pub fn build_status(input: &StatusInput<'_>) -> RightsizingRecommendationStatus {
+    let prev = input.previous;
+    let mut s = prev.clone();
+    s.observed_generation = input.generation.or(prev.observed_generation);
+    if let Some(d) = input.decision {
+        s.mode = Some(EffectiveModes {
+            cpu: d.modes.cpu,
+            memory: d.modes.memory,
+        });
+        s.strategy = Some(strategy_status(d, prev.strategy.as_ref()));
+        s.summary = Some(d.summary.clone());
+        s.next_window = match &d.outcome {
+            Outcome::Block(b) if b.reason == wk::REASON_OUTSIDE_MAINTENANCE_WINDOW => b.next_window,
+            _ => None,
+        };
+    }
+    if input.withdrawn {
+        let mut summary = s.summary.clone().unwrap_or_default();
+        summary.reason = Some(SUMMARY_WITHDRAWN.to_owned());
+        s.summary = Some(summary);
+    }
+    s.phase = Some(phase(input, prev));
+    conditions(input, &mut s);
+    s
+}
+
+/// The strategy to record: a fallback's rollout sticks while the configured strategy stays
+/// the same (AP-13); an HPA-forced rollout is not recorded as sticky.
+pub fn strategy_status(d: &Decision, prev: Option<&StrategyStatus>) -> StrategyStatus {
+    let configured = d.strategy.configured;
+    if let Some(p) = prev.filter(|p| {
+        p.configured == configured
+            && p.effective == Strategy::Rollout
+            && p.fallback_reason.is_some()
+    }) {
+        return p.clone();
+    }
+    let sticky = d.strategy.fallback_reason.is_some();
+    StrategyStatus {
+        configured,
+        effective: if sticky {
+            Strategy::Rollout
+        } else {
+            configured
+        },
+        fallback_reason: d.strategy.fallback_reason.clone(),
+    }
+}
+
+fn phase(input: &StatusInput<'_>, prev: &RightsizingRecommendationStatus) -> Phase {
+    let state = prev.change.as_ref().map(|c| c.state);
+    match state {
+        Some(ChangeState::Intent | ChangeState::Applying) => return Phase::Applying,
+        Some(ChangeState::RollingBack) => return Phase::RolledBack,
+        _ => {}
+    }
+    let Some(d) = input.decision else {
+        return prev.phase.unwrap_or(Phase::Pending);
+    };
+    let quiet = match &d.outcome {
+        Outcome::Skip(_) => true,
+        Outcome::Block(b) => b.reason == wk::REASON_COOLDOWN,
+        Outcome::Apply(_) => false,
+    };
+    match state {
+        Some(ChangeState::RolledBack) if quiet => Phase::RolledBack,
+        Some(ChangeState::Released) if matches!(d.outcome, Outcome::Skip(_)) => Phase::Released,
+        _ => d.phase,
+    }
+}
+
+fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) {
+    let now = input.now;
+    let generation = input.generation;
+    let applied = applied_condition(s);
+    let health = health_condition(s, now);
+    let mut set = |type_: &str, status, reason: &str, message: String| {
+        set_condition(
+            &mut s.conditions,
+            Condition {
+                type_: type_.to_owned(),
+                status,
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: now,
+                observed_generation: generation,
+            },
+        );
+    };
+    match input.invalid.first() {
+        None => set(
+            wk::CONDITION_VALID,
+            ConditionStatus::True,
+            wk::CONDITION_REASON_VALID,
+            String::new(),
+        ),
+        Some(first) => {
+            let all: Vec<&str> = input.invalid.iter().map(|i| i.message.as_str()).collect();
+            set(
+                wk::CONDITION_VALID,
+                ConditionStatus::False,
+                first.reason,
+                all.join("; "),
+            );
+        }
+    }
+    if let Some(d) = input.decision {
+        match &d.outcome {
+            Outcome::Block(b) => set(
+                wk::CONDITION_BLOCKED,
+                ConditionStatus::True,
+                b.reason,
+                d.message.clone(),
+            ),
+            _ => set(
+                wk::CONDITION_BLOCKED,
+                ConditionStatus::False,
+                wk::CONDITION_REASON_NOT_BLOCKED,
+                String::new(),
+            ),
+        }
+    }
+    let (status, reason, message) = applied;
+    set(wk::CONDITION_APPLIED, status, reason, message);
+    if let Some((status, reason, message)) = health {
+        set(wk::CONDITION_HEALTH_WATCH, status, reason, message);
+    }
+    if input.rollout_in_progress {
+        set(
+            wk::CONDITION_PROGRESSING,
+            ConditionStatus::True,
+            wk::CONDITION_REASON_ROLLOUT_IN_PROGRESS,
+            "a rollout of the workload is in progress".to_owned(),
+        );
+    } else {
+        set(
+            wk::CONDITION_PROGRESSING,
+            ConditionStatus::False,
+            wk::CONDITION_REASON_ROLLOUT_COMPLETE,
+            String::new(),
+        );
+    }
+}
+
+fn applied_condition(
+    s: &RightsizingRecommendationStatus,
+) -> (ConditionStatus, &'static str, String) {
+    let Some(c) = &s.change else {
+        return (
+            ConditionStatus::False,
+            wk::CONDITION_REASON_NOT_APPLIED,
+            String::new(),
+        );
+    };
+    let reason = if c.approval_id.is_some() {
+        wk::REASON_APPROVED_ONCE
+    } else {
+        wk::REASON_RECOMMENDATION_APPLIED
+    };
+    match c.state {
+        ChangeState::Applied => (
+            ConditionStatus::True,
+            reason,
+            format!("change {} by {} is live", c.id, c.strategy.as_str()),
+        ),
+        ChangeState::Intent | ChangeState::Applying => (
+            ConditionStatus::Unknown,
+            wk::CONDITION_REASON_APPLYING,
+            format!("change {} by {} is going in", c.id, c.strategy.as_str()),
+        ),
+        ChangeState::RollingBack | ChangeState::RolledBack => (
+            ConditionStatus::False,
+            wk::CONDITION_REASON_NOT_APPLIED,
+            format!("change {} was rolled back", c.id),
+        ),
+        ChangeState::Released => (
+            ConditionStatus::False,
+            wk::CONDITION_REASON_NOT_APPLIED,
+            format!("change {}: field ownership released", c.id),
+        ),
+    }
+}
+
+/// HealthWatch (design D5): Unknown/Watching while the watch runs, False with the rollback
+/// reason after a rollback of that change, True/Healthy after.
+fn health_condition(
+    s: &RightsizingRecommendationStatus,
+    now: DateTime<Utc>,
+) -> Option<(ConditionStatus, &'static str, String)> {
+    let change = s.change.as_ref()?;
+    if let Some(rb) = s
+        .last_rollback
+        .as_ref()
+        .filter(|r| r.change_id == change.id)
+    {
+        let reason = wk::ROLLED_BACK_REASONS
+            .iter()
+            .find(|r| **r == rb.reason)
+            .copied()
+            .unwrap_or(wk::REASON_RESTARTS);
+        return Some((
+            ConditionStatus::False,
+            reason,
+            format!("rolled back at {}", rb.time),
+        ));
+    }
+    let watch = s.watch.as_ref()?;
+    match watch.end {
+        Some(end) if now >= end => Some((
+            ConditionStatus::True,
+            wk::CONDITION_REASON_HEALTHY,
+            format!("no threshold crossed until {end}"),
+        )),
+        Some(end) => Some((
+            ConditionStatus::Unknown,
+            wk::CONDITION_REASON_WATCHING,
+            format!("watching until {end}"),
+        )),
+        None => Some((
+            ConditionStatus::Unknown,
+            wk::CONDITION_REASON_WATCHING,
+            "watching; the watch ends after the rollout completes".to_owned(),
+        )),
+    }
+}
+
+/// Sets a condition, keeping `lastTransitionTime` when its status does not change.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(old) => {
+            if old.status == new.status {
+                new.last_transition_time = old.last_transition_time;
+            }
+            *old = new;
+        }
+        None => conditions.push(new),
+    }
+}
+
+/// Whether writing `new` would change anything (compare before writing).
+pub fn status_changed(
+    old: Option<&RightsizingRecommendationStatus>,
+    new: &RightsizingRecommendationStatus,
+) -> bool {
+    old != Some(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(status: ConditionStatus, at: &str) -> Condition {
+        Condition {
+            type_: "Blocked".into(),
+            status,
+            reason: "Cooldown".into(),
+            message: String::new(),
+            last_transition_time: at.parse().unwrap(),
+            observed_generation: None,
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_the_status() {
+        let mut list = vec![cond(ConditionStatus::True, "2026-01-01T00:00:00Z")];
+        set_condition(
+            &mut list,
+            cond(ConditionStatus::True, "2026-01-02T00:00:00Z"),
+        );
+        assert_eq!(
+            list[0].last_transition_time,
+            "2026-01-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        set_condition(
+            &mut list,
+            cond(ConditionStatus::False, "2026-01-03T00:00:00Z"),
+        );
+        assert_eq!(
+            list[0].last_transition_time,
+            "2026-01-03T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(list.len(), 1);
+    }
+}

@@ -1,0 +1,243 @@
+//! The agent's slim caches fed by real watches: kerf-sim runs in-process, the CRDs are
+//! applied through its API, and `CacheSet::start` lists and watches every kind over HTTPS.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_agent::cache::{CacheSet, Change, WorkloadKey};
+use kerf_agent::metrics::CacheMetrics;
+use kerf_api::{Mode, RightsizingPolicy, WorkloadKind};
+use kerf_sim::sim::{Sim, SimConfig};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
+const WAIT: Duration = Duration::from_secs(15);
+const NS: &str = "shop";
+
+/// Polls `check` every 50 ms until it gives a value, for [`WAIT`] at most.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Applies `config/crds/kerf.getkerf.dev.yaml` and waits until the policies are served.
+async fn apply_crds(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for doc in serde_yaml::Deserializer::from_str(CRDS) {
+        let crd = CustomResourceDefinition::deserialize(doc)?;
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let policies = policy_api(client);
+    eventually("the RightsizingPolicy CRD to be served", || async {
+        policies.list(&ListParams::default()).await.ok().map(|_| ())
+    })
+    .await
+}
+
+fn policy_api(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<RightsizingPolicy>(&()),
+    )
+}
+
+async fn create<K>(api: &Api<K>, v: Value) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    api.create(&PostParams::default(), &serde_json::from_value(v)?)
+        .await?;
+    Ok(())
+}
+
+/// Namespace `shop` with Deployment `web` (2 replicas), its PDB and HPA, and two policies:
+/// `good`, and `bad` whose priority passes the CRD schema (an integer, no bounds) but
+/// does not fit the typed field (int32).
+async fn seed(client: &Client) -> anyhow::Result<()> {
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": NS, "labels": {"team": "checkout"}}}),
+    )
+    .await?;
+    let labels = json!({"app": "web"});
+    create(&Api::<Deployment>::namespaced(client.clone(), NS), json!({
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                "name": "app", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}}]}}}
+    }))
+    .await?;
+    create(
+        &Api::<PodDisruptionBudget>::namespaced(client.clone(), NS),
+        json!({
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}
+        }),
+    )
+    .await?;
+    create(&Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS), json!({
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2, "maxReplicas": 5,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 70}}}]}
+    }))
+    .await?;
+    let policies = policy_api(client);
+    for (name, priority) in [("good", json!(10)), ("bad", json!(4_294_967_296_i64))] {
+        create(
+            &policies,
+            json!({
+                "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
+                "metadata": {"name": name},
+                "spec": {"priority": priority, "mode": "audit", "selector": {"namespaces": [NS]},
+                    "guardrails": {"cooldown": "12h"}}
+            }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn start_sim() -> anyhow::Result<Sim> {
+    Sim::start(SimConfig {
+        nodes: 2,
+        swap_nodes: vec!["sim-node-2".into()],
+        kubelet_ready_delay: Duration::from_millis(100),
+        ..SimConfig::default()
+    })
+    .await
+}
+
+// design D3, D4; rule: AP-14
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caches_sync_from_the_sim_and_follow_changes() {
+    let sim = start_sim().await.unwrap();
+    let client = sim.client();
+    apply_crds(&client).await.unwrap();
+    seed(&client).await.unwrap();
+
+    let cache = CacheSet::new();
+    let _watches = cache.start(client.clone(), CacheMetrics::default());
+    tokio::time::timeout(WAIT, cache.wait_synced())
+        .await
+        .expect("every watch lists once");
+    assert!(cache.is_synced());
+
+    // The workload and its pods, found through the ReplicaSet the Deployment owns.
+    let key = WorkloadKey::new(NS, WorkloadKind::Deployment, "web");
+    let pods = eventually("both pods of web", || async {
+        Some(cache.pods_of(&key)).filter(|p| p.len() == 2 && p.iter().all(|p| p.ready))
+    })
+    .await
+    .unwrap();
+    let w = cache.workload(&key).expect("web is cached");
+    assert_eq!(w.replicas, Some(2));
+    assert_eq!(&*w.containers[0].name, "app");
+    assert_eq!(
+        w.containers[0].requests.cpu.as_ref().map(|q| q.as_str()),
+        Some("100m")
+    );
+    let sets = cache.replicasets_of(NS, "web");
+    assert_eq!(sets.len(), 1);
+    for p in &pods {
+        let owner = p.owner.as_ref().expect("pods have a controller");
+        assert_eq!(&*owner.kind, "ReplicaSet");
+        assert_eq!(*owner.name, *sets[0].name);
+        assert_eq!(p.workload_hint(), Some(key.clone()));
+    }
+    assert_eq!(
+        cache.deployment_of_replicaset(NS, &sets[0].name).as_deref(),
+        Some("web")
+    );
+
+    // PDB, HPA and namespace.
+    let pdbs = cache.pdbs_in(NS);
+    assert_eq!(pdbs.len(), 1);
+    assert_eq!(pdbs[0].name, "web");
+    assert_eq!(pdbs[0].min_available, Some(IntOrString::Int(1)));
+    let hpas = cache.hpas_for(&key);
+    assert_eq!(hpas.len(), 1);
+    assert_eq!(hpas[0].max_replicas, Some(5));
+    assert_eq!(hpas[0].resource_metrics[0].average_utilization, Some(70));
+    let ns = cache.namespace(NS).expect("namespace is cached");
+    assert_eq!(ns.labels.get("team").map(String::as_str), Some("checkout"));
+
+    // Nodes: swap is what the sim's kubelet reports on its swap node.
+    let plain = cache.node("sim-node-1").expect("sim-node-1 is cached");
+    assert_eq!(
+        plain.allocatable_cpu.as_ref().map(|q| q.as_str()),
+        Some("4")
+    );
+    assert!(!plain.swap);
+    eventually("sim-node-2 to report swap", || async {
+        cache.node("sim-node-2").filter(|n| n.swap).map(|_| ())
+    })
+    .await
+    .unwrap();
+
+    // Policies: the good one typed, the bad one kept with the field named.
+    let policies = cache.policies();
+    assert_eq!(policies.len(), 2);
+    let by_name = |n: &str| {
+        policies
+            .iter()
+            .find(|p| &*p.name == n)
+            .unwrap_or_else(|| panic!("policy {n} is cached"))
+    };
+    let good = by_name("good").policy.as_ref().expect("good converts");
+    assert_eq!(good.spec.priority, Some(10));
+    assert_eq!(good.spec.mode, Some(Mode::Audit));
+    let bad = by_name("bad")
+        .policy
+        .as_ref()
+        .expect_err("bad does not convert");
+    assert_eq!(bad.field, "spec.priority");
+
+    // A later pod change arrives as a change of its workload: deleting a pod.
+    let mut changes = cache.subscribe();
+    let pod_name = pods[0].name.clone();
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .delete(&pod_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(WAIT, async {
+        loop {
+            match changes.recv().await {
+                Ok(Change::Workload(k)) if k == key => {
+                    let p = cache.pod(NS, &pod_name);
+                    if p.is_none_or(|p| p.deletion_timestamp.is_some()) {
+                        return Ok(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the pod change is notified");
+    seen.unwrap();
+}

@@ -1,0 +1,43 @@
+//! e2e: `kerf-agent explain` reads the cluster and the hub and explains one workload.
+
+mod e2e_support;
+
+use e2e_support::{AgentOptions, Env, policy_spec};
+
+// portable
+// rule: design section 10
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_the_policy_layers_the_steps_and_the_decision() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-explain").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("explained", policy_spec(&env.ns, "auto-patch", "in-place"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.3")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_phase("web", "Blocked").await?;
+
+    let settings = env.settings(&AgentOptions::default())?;
+    let target = format!("{}/deployment/web", env.ns);
+    let text =
+        kerf_agent::explain_cmd::explain_with(env.client.clone(), &target, &settings).await?;
+    for want in [
+        "Effective policy (RightsizingPolicy: explained)",
+        "learningPeriod",
+        "Policy",
+        "BuiltIn",
+        "blocked LowConfidence",
+        "Decision: LowConfidence",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    let missing = kerf_agent::explain_cmd::explain_with(
+        env.client.clone(),
+        &format!("{}/deployment/nope", env.ns),
+        &settings,
+    )
+    .await;
+    assert!(missing.is_err(), "{missing:?}");
+    env.stop_agent().await;
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! e2e: changes the guardrails hold, a hub that went away, and a malformed policy among
+//! good ones.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, Env, condition, pod_resources, policy_spec, template_resources};
+use kerf_api::event::EventType;
+use serde_json::json;
+
+// portable
+// rule: GR-38, GR-39, GR-40, EV-14
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-blocked").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.3")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+
+    let rsr = env.wait_phase("web", "Blocked").await?;
+    let blocked = condition(&rsr, "Blocked").cloned().unwrap_or_default();
+    assert_eq!(blocked["status"], "True", "{}", rsr["status"]);
+    assert_eq!(blocked["reason"], "LowConfidence");
+    let message = blocked["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("0.3") || message.contains("confidence"),
+        "{message}"
+    );
+    let events = env.wait_hub_event("web", EventType::Blocked).await?;
+    assert_eq!(events[0].reason, "LowConfidence");
+
+    // Passes go on; nothing is written to the workload and the block is reported once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(env.hub_events("web", EventType::Blocked).len(), 1);
+    assert!(env.hub_events("web", EventType::Applied).is_empty());
+    for p in env.pods("web").await? {
+        assert_eq!(
+            pod_resources(&p)["requests"],
+            json!({"cpu": "200m", "memory": "256Mi"})
+        );
+    }
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "200m", "memory": "256Mi"})
+    );
+    assert!(e2e_support::manager(&d, "kerf").is_none());
+    let rsr = env.wait_phase("web", "Blocked").await?;
+    assert!(
+        rsr["status"].get("change").is_none_or(|c| c.is_null()),
+        "{}",
+        rsr["status"]
+    );
+    env.stop_agent().await;
+    Ok(())
+}
+
+// portable (the dev hub's down switch; the cluster is only read and written through the API)
+// rule: EV-37
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-hubdown").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("p", policy_spec(&env.ns, "audit", "in-place"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    let opts = AgentOptions {
+        stale_after: "2s",
+        ..AgentOptions::default()
+    };
+    env.start_agent(&opts).await?;
+    env.wait_phase("web", "Skipped").await?;
+
+    env.hub.set_down(true).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The workload moves to auto-patch while the hub is unreachable.
+    env.policy("p", policy_spec(&env.ns, "auto-patch", "in-place"))
+        .await?;
+    let rsr = env
+        .wait_rsr("web", "Blocked HubUnreachable", e2e_support::WAIT, |r| {
+            condition(r, "Blocked").is_some_and(|c| c["reason"] == "HubUnreachable")
+        })
+        .await?;
+    assert_eq!(rsr["status"]["phase"], "Blocked", "{}", rsr["status"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for p in env.pods("web").await? {
+        assert_eq!(
+            pod_resources(&p)["requests"]["cpu"],
+            "200m",
+            "changed while the hub was down"
+        );
+    }
+
+    // Back up: the block is delivered from the outbox, and the change goes in.
+    env.hub.set_down(false).await;
+    let blocked = env.wait_hub_event("web", EventType::Blocked).await?;
+    assert!(
+        blocked.iter().any(|e| e.reason == "HubUnreachable"),
+        "{blocked:#?}"
+    );
+    env.wait_phase("web", "Applied").await?;
+    env.stop_agent().await;
+    Ok(())
+}
+
+// portable
+// rule: design D3
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_policy_is_named_invalid_and_the_good_ones_still_apply() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-badpolicy").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("good", policy_spec(&env.ns, "auto-patch", "in-place"))
+        .await?;
+    // Passes the CRD schema (an integer without bounds) but not the typed field (int32).
+    let mut bad = policy_spec("elsewhere", "auto-patch", "in-place");
+    bad["priority"] = json!(4_294_967_296_i64);
+    env.policy("bad", bad).await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+
+    env.wait_phase("web", "Applied").await?;
+    let policies = e2e_support::policy_api(&env.client);
+    let bad = e2e_support::eventually("Valid=False on policy bad", e2e_support::WAIT, || async {
+        let p = serde_json::to_value(policies.get("bad").await.ok()?).ok()?;
+        let valid = condition(&p, "Valid")?.clone();
+        (valid["status"] == "False").then_some(valid)
+    })
+    .await?;
+    assert_eq!(bad["reason"], "InvalidSpec");
+    let message = bad["message"].as_str().unwrap_or_default();
+    assert!(message.contains("spec.priority"), "{message}");
+    let good = e2e_support::eventually("Valid=True on policy good", e2e_support::WAIT, || async {
+        let p = serde_json::to_value(policies.get("good").await.ok()?).ok()?;
+        let valid = condition(&p, "Valid")?.clone();
+        (valid["status"] == "True").then_some(p)
+    })
+    .await?;
+    assert_eq!(good["status"]["matchedWorkloads"], 1, "{}", good["status"]);
+    env.stop_agent().await;
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! e2e: leaving auto-patch after a rollout hands the template fields back.
+
+mod e2e_support;
+
+use e2e_support::{AgentOptions, Env, manager, policy_spec, template_resources};
+use kerf_api::event::EventType;
+use serde_json::json;
+
+// portable
+// rule: AP-21, EV-46
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-release").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("p", policy_spec(&env.ns, "auto-patch", "rollout"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_phase("web", "Applied").await?;
+    env.wait_hub_event("web", EventType::Applied).await?;
+    let d = env.deployment_json("web").await?;
+    assert!(
+        manager(&d, "kerf").is_some(),
+        "{}",
+        d["metadata"]["managedFields"]
+    );
+
+    env.policy("p", policy_spec(&env.ns, "audit", "rollout"))
+        .await?;
+    let rsr = env.wait_phase("web", "Released").await?;
+    assert_eq!(
+        rsr["status"]["change"]["state"], "Released",
+        "{}",
+        rsr["status"]
+    );
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "150m", "memory": "200Mi"})
+    );
+    assert!(
+        manager(&d, "kerf").is_none(),
+        "kerf still owns fields: {}",
+        d["metadata"]["managedFields"]
+    );
+    let released = env.wait_hub_event("web", EventType::Released).await?;
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].reason, "ModeChanged");
+    assert_eq!(
+        released[0].details.get("previousMode").map(String::as_str),
+        Some("auto-patch")
+    );
+    assert_eq!(
+        released[0].details.get("newMode").map(String::as_str),
+        Some("audit")
+    );
+    assert_eq!(
+        rsr["status"]["change"]["eventIds"]["released"],
+        released[0].id.to_string()
+    );
+
+    // The next `kubectl apply` from Git restores the Git values.
+    let git = json!({
+        "spec": {"template": {"spec": {"containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}
+    });
+    let pp = kube::api::PatchParams {
+        field_manager: Some(e2e_support::USER_MANAGER.into()),
+        ..Default::default()
+    };
+    env.deployments()
+        .patch("web", &pp, &kube::api::Patch::Strategic(&git))
+        .await?;
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "200m", "memory": "256Mi"})
+    );
+    env.stop_agent().await;
+    Ok(())
+}

@@ -1,0 +1,516 @@
+//! The in-place state machine (design D16, D18, D24) and the resize plan, without a server.
+
+mod executor_inplace {
+    use chrono::{DateTime, Duration, TimeZone, Utc};
+    use kerf_agent::executor::inplace::{
+        FallbackReason, InPlaceInput, InPlaceOutcome, PodResize, PodResizeView, ResizeCondition,
+        plan,
+    };
+    use kerf_agent::executor::resize::{ResizeError, left_out, resize_body};
+    use kerf_agent::executor::{ContainerResources, ErrorClass};
+    use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
+    use kube::core::Status;
+    use serde_json::json;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn req(cpu: &str, mem: &str) -> ResourceRequirements {
+        ResourceRequirements {
+            requests: ResourceValues {
+                cpu: Some(cpu.into()),
+                memory: Some(mem.into()),
+            },
+            limits: ResourceValues::default(),
+        }
+    }
+
+    fn target() -> Vec<ContainerResources> {
+        vec![("app".into(), req("150m", "256Mi"))]
+    }
+
+    fn old() -> Vec<ContainerResources> {
+        vec![("app".into(), req("100m", "128Mi"))]
+    }
+
+    fn pod(
+        name: &str,
+        spec: Vec<ContainerResources>,
+        status: Vec<ContainerResources>,
+    ) -> PodResizeView {
+        PodResizeView {
+            name: name.into(),
+            node: Some("sim-node-1".into()),
+            spec,
+            status,
+            current_revision: true,
+            ..PodResizeView::default()
+        }
+    }
+
+    fn cond(type_: &str, reason: Option<&str>, msg: &str) -> ResizeCondition {
+        ResizeCondition {
+            type_: type_.into(),
+            reason: reason.map(str::to_owned),
+            message: Some(msg.into()),
+            since: Some(t0()),
+        }
+    }
+
+    fn input<'a>(
+        kind: WorkloadKind,
+        target: &'a [ContainerResources],
+        pods: &'a [PodResizeView],
+        now: DateTime<Utc>,
+    ) -> InPlaceInput<'a> {
+        InPlaceInput {
+            kind,
+            rollout_safe: true,
+            target,
+            pods,
+            first_resize_at: Some(t0()),
+            fallback_after: Duration::minutes(10),
+            may_start: true,
+            now,
+        }
+    }
+
+    // rule: AP-04
+    #[test]
+    fn every_running_pod_of_the_workload_is_resized() {
+        let tg = target();
+        let pods = [
+            pod("a", old(), old()),
+            pod("b", old(), old()),
+            pod("c", target(), target()),
+        ];
+        let p = plan(&InPlaceInput {
+            first_resize_at: None,
+            ..input(WorkloadKind::Deployment, &tg, &pods, t0())
+        });
+        assert_eq!(p.resize_now, ["a", "b"]);
+        assert_eq!(
+            p.outcome,
+            InPlaceOutcome::Progress {
+                accepted: 1,
+                total: 3
+            }
+        );
+    }
+
+    #[test]
+    fn terminating_pods_and_pods_of_older_revisions_are_not_targeted() {
+        let tg = target();
+        let mut gone = pod("gone", old(), old());
+        gone.terminating = true;
+        let mut stale = pod("stale", old(), old());
+        stale.current_revision = false;
+        let pods = [gone, stale, pod("ok", target(), target())];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &pods, t0()));
+        assert!(p.resize_now.is_empty());
+        assert_eq!(p.outcome, InPlaceOutcome::AllAccepted);
+    }
+
+    // rule: EV-10
+    #[test]
+    fn applied_is_due_once_every_pod_accepted_the_resize() {
+        let tg = target();
+        let mut in_progress = pod("a", target(), old());
+        in_progress.conditions = vec![cond("PodResizeInProgress", None, "")];
+        let sent = pod("b", target(), old());
+        let pods = [in_progress.clone(), sent];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &pods, t0()));
+        assert_eq!(p.pods[0].state, PodResize::Accepted);
+        assert_eq!(p.pods[1].state, PodResize::Sent);
+        assert_eq!(
+            p.outcome,
+            InPlaceOutcome::Progress {
+                accepted: 1,
+                total: 2
+            }
+        );
+
+        let pods = [in_progress, pod("b", target(), target())];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &pods, t0()));
+        assert_eq!(p.outcome, InPlaceOutcome::AllAccepted);
+        assert_eq!(p.pods[1].state, PodResize::Complete);
+    }
+
+    #[test]
+    fn in_progress_with_error_is_not_accepted() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        a.conditions = vec![cond(
+            "PodResizeInProgress",
+            Some("Error"),
+            "cgroup write failed",
+        )];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &[a], t0()));
+        assert_eq!(
+            p.pods[0].state,
+            PodResize::Error {
+                message: "cgroup write failed".into()
+            }
+        );
+        assert_eq!(
+            p.outcome,
+            InPlaceOutcome::Progress {
+                accepted: 0,
+                total: 1
+            }
+        );
+    }
+
+    #[test]
+    fn equal_values_in_other_units_count_as_applied() {
+        let tg = vec![("app".to_owned(), req("0.5", "1Gi"))];
+        let have = vec![("app".to_owned(), req("500m", "1024Mi"))];
+        let p = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &[pod("a", have.clone(), have)],
+            t0(),
+        ));
+        assert_eq!(p.pods[0].state, PodResize::Complete);
+    }
+
+    #[test]
+    fn a_workload_with_no_pods_is_applied_at_once() {
+        let tg = target();
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &[], t0()));
+        assert_eq!(p.outcome, InPlaceOutcome::AllAccepted);
+    }
+
+    // rule: AP-08, EV-44
+    #[test]
+    fn infeasible_resize_falls_back_to_rollout_at_once() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        a.conditions = vec![cond(
+            "PodResizePending",
+            Some("Infeasible"),
+            "Node didn't have enough capacity: memory",
+        )];
+        let pods = [a, pod("b", target(), target())];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &pods, t0()));
+        match p.outcome {
+            InPlaceOutcome::FallBack { reason, message } => {
+                assert_eq!(reason, FallbackReason::ResizeInfeasible);
+                assert_eq!(reason.as_str(), "ResizeInfeasible");
+                assert!(message.contains("enough capacity"), "{message}");
+            }
+            other => panic!("expected a fallback, got {other:?}"),
+        }
+        assert!(p.resize_now.is_empty());
+    }
+
+    // rule: AP-09, EV-45
+    #[test]
+    fn deferred_resize_falls_back_once_fallback_after_has_passed_and_not_before() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        a.conditions = vec![cond(
+            "PodResizePending",
+            Some("Deferred"),
+            "Node didn't have enough resource: cpu",
+        )];
+        let pods = [a];
+        let before = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &pods,
+            t0() + Duration::minutes(10) - Duration::seconds(1),
+        ));
+        assert_eq!(
+            before.outcome,
+            InPlaceOutcome::Progress {
+                accepted: 0,
+                total: 1
+            }
+        );
+        assert!(matches!(before.pods[0].state, PodResize::Deferred { .. }));
+        let after = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &pods,
+            t0() + Duration::minutes(10),
+        ));
+        match after.outcome {
+            InPlaceOutcome::FallBack { reason, .. } => {
+                assert_eq!(reason, FallbackReason::ResizeDeferredTimeout)
+            }
+            other => panic!("expected a fallback, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fallback_after_runs_from_the_first_resize_of_the_workload() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        // The condition is recent, but the workload's first resize was 11 minutes ago.
+        a.conditions = vec![ResizeCondition {
+            since: Some(t0() + Duration::minutes(10)),
+            ..cond("PodResizePending", Some("Deferred"), "")
+        }];
+        let p = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &[a.clone()],
+            t0() + Duration::minutes(11),
+        ));
+        assert!(matches!(
+            p.outcome,
+            InPlaceOutcome::FallBack {
+                reason: FallbackReason::ResizeDeferredTimeout,
+                ..
+            }
+        ));
+        let never_sent = plan(&InPlaceInput {
+            first_resize_at: None,
+            ..input(
+                WorkloadKind::Deployment,
+                &tg,
+                &[a],
+                t0() + Duration::hours(5),
+            )
+        });
+        assert!(matches!(
+            never_sent.outcome,
+            InPlaceOutcome::Progress { .. }
+        ));
+    }
+
+    #[test]
+    fn in_progress_error_past_fallback_after_is_a_deferred_timeout() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        a.conditions = vec![cond("PodResizeInProgress", Some("Error"), "failed")];
+        let p = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &[a],
+            t0() + Duration::minutes(15),
+        ));
+        assert!(matches!(
+            p.outcome,
+            InPlaceOutcome::FallBack {
+                reason: FallbackReason::ResizeDeferredTimeout,
+                ..
+            }
+        ));
+    }
+
+    // rule: EV-41
+    #[test]
+    fn daemonset_never_falls_back_and_names_the_node() {
+        let tg = target();
+        let mut a = pod("ds-a", target(), old());
+        a.conditions = vec![cond("PodResizePending", Some("Infeasible"), "no room")];
+        let pods = [
+            a,
+            pod("ds-b", old(), old()),
+            pod("ds-c", target(), target()),
+        ];
+        let p = plan(&input(WorkloadKind::DaemonSet, &tg, &pods, t0()));
+        match p.outcome {
+            InPlaceOutcome::Refused {
+                reason,
+                fallback_reason,
+                node,
+                message,
+                resize_back,
+            } => {
+                assert_eq!(reason, "SingleReplicaUnsafe");
+                assert_eq!(fallback_reason, FallbackReason::ResizeInfeasible);
+                assert_eq!(node.as_deref(), Some("sim-node-1"));
+                assert!(message.contains("sim-node-1"), "{message}");
+                assert_eq!(resize_back, ["ds-a", "ds-c"]);
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(p.resize_now.is_empty());
+    }
+
+    // rule: EV-41
+    #[test]
+    fn fallback_unsafe_for_a_single_replica_is_refused_with_the_fallback_reason() {
+        let tg = target();
+        let mut a = pod("a", target(), old());
+        a.conditions = vec![cond("PodResizePending", Some("Deferred"), "")];
+        let p = plan(&InPlaceInput {
+            rollout_safe: false,
+            ..input(
+                WorkloadKind::Deployment,
+                &tg,
+                &[a],
+                t0() + Duration::hours(1),
+            )
+        });
+        assert!(matches!(
+            p.outcome,
+            InPlaceOutcome::Refused {
+                fallback_reason: FallbackReason::ResizeDeferredTimeout,
+                reason: "SingleReplicaUnsafe",
+                ..
+            }
+        ));
+    }
+
+    // rule: AP-36, AP-37
+    #[test]
+    fn freeze_starts_no_new_resize_but_follows_the_submitted_ones() {
+        let tg = target();
+        let mut accepted = pod("a", target(), old());
+        accepted.conditions = vec![cond("PodResizeInProgress", None, "")];
+        let pods = [accepted.clone(), pod("b", old(), old())];
+        let p = plan(&InPlaceInput {
+            may_start: false,
+            ..input(WorkloadKind::Deployment, &tg, &pods, t0())
+        });
+        assert!(p.resize_now.is_empty());
+        assert_eq!(
+            p.outcome,
+            InPlaceOutcome::Progress {
+                accepted: 1,
+                total: 2
+            }
+        );
+        let p = plan(&InPlaceInput {
+            may_start: false,
+            ..input(WorkloadKind::Deployment, &tg, &[accepted], t0())
+        });
+        assert_eq!(p.outcome, InPlaceOutcome::AllAccepted);
+    }
+
+    #[test]
+    fn restart_baseline_is_taken_when_the_pod_resize_completes() {
+        let tg = target();
+        let now = t0() + Duration::minutes(2);
+        let pods = [pod("a", target(), target())];
+        let p = plan(&input(WorkloadKind::Deployment, &tg, &pods, now));
+        assert_eq!(p.pods[0].completed_at, Some(now));
+        assert_eq!(p.newly_completed(&pods).count(), 1);
+        let mut seen = pods[0].clone();
+        seen.completed_at = Some(t0());
+        let later = [seen];
+        let p = plan(&input(
+            WorkloadKind::Deployment,
+            &tg,
+            &later,
+            now + Duration::minutes(5),
+        ));
+        assert_eq!(p.pods[0].completed_at, Some(t0()));
+        assert_eq!(p.newly_completed(&later).count(), 0);
+    }
+
+    // rule: RB-22
+    #[test]
+    fn rollback_in_place_resizes_pods_back_to_the_old_values() {
+        let back = old();
+        let pods = [pod("a", target(), target())];
+        let p = plan(&input(WorkloadKind::Deployment, &back, &pods, t0()));
+        assert_eq!(p.resize_now, ["a"]);
+        assert_eq!(
+            resize_body(&back)["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "100m"
+        );
+    }
+
+    // rule: AP-17
+    #[test]
+    fn a_limit_removal_is_never_sent_as_a_resize() {
+        let current = vec![(
+            "app".to_owned(),
+            ResourceRequirements {
+                requests: ResourceValues {
+                    cpu: Some("100m".into()),
+                    memory: Some("128Mi".into()),
+                },
+                limits: ResourceValues {
+                    cpu: Some("200m".into()),
+                    memory: Some("256Mi".into()),
+                },
+            },
+        )];
+        let target = vec![(
+            "app".to_owned(),
+            ResourceRequirements {
+                requests: ResourceValues {
+                    cpu: Some("150m".into()),
+                    memory: None,
+                },
+                limits: ResourceValues {
+                    cpu: None,
+                    memory: Some("256Mi".into()),
+                },
+            },
+        )];
+        let body = resize_body(&target);
+        assert_eq!(
+            body,
+            json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}, "limits": {"memory": "256Mi"}}}]}})
+        );
+        assert!(!body.to_string().contains("null"));
+        let out = left_out(&current, &target);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].resource, Resource::Cpu);
+        assert!(out[0].message.contains("200m"), "{}", out[0].message);
+    }
+
+    fn api_err(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(Status::failure(message, reason).with_code(code).boxed())
+    }
+
+    #[test]
+    fn only_a_403_naming_allocatable_is_infeasible() {
+        let msg = "pods \"resize-too-big\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 5000, allocatable: 4000";
+        assert!(
+            matches!(ResizeError::from_kube(api_err(403, "Forbidden", msg)), ResizeError::Infeasible { message } if message == msg)
+        );
+        let rbac = "pods \"p\" is forbidden: User \"system:serviceaccount:kerf:kerf\" cannot patch resource \"pods/resize\" in API group \"\" in the namespace \"a\"";
+        let e = ResizeError::from_kube(api_err(403, "Forbidden", rbac));
+        assert!(matches!(e, ResizeError::Forbidden { rbac: true, .. }));
+        assert!(e.is_retryable());
+        let quota = ResizeError::from_kube(api_err(403, "Forbidden", "exceeded quota: compute"));
+        assert!(matches!(quota, ResizeError::Forbidden { rbac: false, .. }));
+    }
+
+    #[test]
+    fn a_cluster_without_pods_resize_is_recognised() {
+        for code in [404, 405] {
+            let e = ResizeError::from_kube(api_err(
+                code,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+            assert!(
+                matches!(e, ResizeError::NoResizeSubresource { .. }),
+                "{code}: {e:?}"
+            );
+            assert!(!e.is_retryable());
+        }
+    }
+
+    #[test]
+    fn invalid_and_transient_answers_are_classified() {
+        let e = ResizeError::from_kube(api_err(
+            422,
+            "Invalid",
+            "Pod QOS Class may not change as a result of resizing",
+        ));
+        assert!(matches!(e, ResizeError::Invalid { .. }));
+        assert_eq!(
+            ResizeError::from_kube(api_err(409, "Conflict", "x")).category(),
+            "conflict"
+        );
+        let e = ResizeError::from_kube(api_err(503, "ServiceUnavailable", "x"));
+        assert!(matches!(e, ResizeError::Transient { .. }) && e.is_retryable());
+        assert_eq!(
+            ErrorClass::from_code(429, "").category(),
+            "too_many_requests"
+        );
+    }
+}

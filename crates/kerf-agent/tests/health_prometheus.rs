@@ -1,0 +1,154 @@
+//! Throttling through PromQL against a real Prometheus that scrapes kerf-sim's cAdvisor
+//! counters on the control listener (rule RB-13). Skipped, with a note, where no
+//! `prometheus` binary is installed.
+
+mod health_support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration as StdDuration;
+
+use chrono::{Duration, Utc};
+use health_support::*;
+use kerf_agent::executor::resize::resize_pod;
+use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
+use kerf_api::{Resource, Strategy};
+use kerf_decide::health::BreachReason;
+use kerf_sim::kubelet::{Fault, inject, serve_control};
+use kerf_sim::sim::{Sim, SimConfig};
+use serde_json::json;
+
+/// A Prometheus process, killed when dropped.
+struct Prometheus {
+    child: Child,
+    _dir: tempfile::TempDir,
+    url: String,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn prometheus_binary() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("prometheus"))
+        .find(|p| p.is_file())
+}
+
+/// Starts Prometheus scraping `target` (host:port) at `/metrics/cadvisor` every second.
+async fn start_prometheus(bin: &std::path::Path, target: &str) -> anyhow::Result<Prometheus> {
+    let dir = tempfile::tempdir()?;
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sim\n    honor_labels: true\n    metrics_path: /metrics/cadvisor\n    static_configs:\n      - targets: ['{target}']\n"
+    );
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(&cfg, config)?;
+    let port = free_port()?;
+    let child = Command::new(bin)
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let prom = Prometheus {
+        child,
+        _dir: dir,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if let Ok(r) = http.get(format!("{}/-/ready", prom.url)).send().await
+            && r.status().is_success()
+        {
+            return Ok(prom);
+        }
+        tokio::time::sleep(StdDuration::from_millis(100)).await;
+    }
+    anyhow::bail!("prometheus never became ready")
+}
+
+// rule: RB-08, RB-12, RB-13, RB-15
+#[tokio::test]
+async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Result<()> {
+    let Some(bin) = prometheus_binary() else {
+        println!("note: no prometheus binary on PATH; RB-13 against a real Prometheus skipped");
+        return Ok(());
+    };
+    let sim = Sim::start(SimConfig {
+        kubelet_ready_delay: StdDuration::from_millis(50),
+        ..SimConfig::default()
+    })
+    .await?;
+    let client = sim.client();
+    let control = serve_control(sim.context(), "127.0.0.1:0".parse()?).await?;
+    let prom = start_prometheus(&bin, &control.to_string()).await?;
+    let _wl = deployment(
+        &client,
+        "prom",
+        2,
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}}),
+    )
+    .await?;
+    let ps = running_pods(&client, "prom", 2, || {}).await?;
+    let t0 = Utc::now();
+    let change = applied_change(
+        Strategy::InPlace,
+        vec![Resource::Cpu],
+        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
+        t0,
+    );
+    let to = vec![("app".to_owned(), change.containers[0].to.clone())];
+    for p in &ps {
+        resize_pod(client.clone(), NS, &p.name, &to).await?;
+        let f = Fault::Throttle {
+            namespace: NS.into(),
+            pod: p.name.clone(),
+            container: "app".into(),
+            ratio: 0.5,
+        };
+        inject(sim.context(), f)?;
+    }
+    let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
+    let source =
+        ThrottlingSource::Prometheus(prometheus_http_query::Client::try_from(prom.url.as_str())?);
+    let w = Watcher::with_source(source, Duration::seconds(1));
+    let mut seen_watching = false;
+    for _ in 0..90 {
+        let input = WatchInput {
+            namespace: NS,
+            pods: &ps,
+            thresholds: thresholds(Duration::seconds(1)),
+            watch_duration: Duration::minutes(30),
+            rollout_complete: true,
+            now: Utc::now(),
+        };
+        match w.step(&client, &mut status, &input).await {
+            HealthStep::Breach(b) => {
+                assert!(seen_watching, "a breach before the window held 300 periods");
+                assert_eq!(b.reason, BreachReason::Throttling);
+                assert_eq!(b.restore, vec![Resource::Cpu]);
+                let ratio: f64 = b.details["throttlingRatio"].parse()?;
+                assert!((0.4..=0.6).contains(&ratio), "ratio {ratio}");
+                return Ok(());
+            }
+            HealthStep::Watching { .. } => seen_watching = true,
+            other => panic!("unexpected {other:?}"),
+        }
+        tokio::time::sleep(StdDuration::from_secs(1)).await;
+    }
+    panic!("no throttling breach from Prometheus within 90 s")
+}

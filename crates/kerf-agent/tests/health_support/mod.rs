@@ -1,0 +1,269 @@
+//! Helpers of the health watch tests: hand-made slim pods, changes, and a kerf-sim cluster
+//! with the Kerf CRDs, a Deployment and an rsr.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kerf_agent::cache::pods::PodWire;
+use kerf_agent::cache::{Interner, PodInfo};
+use kerf_agent::executor::WorkloadId;
+use kerf_agent::health::RsrWriter;
+use kerf_api::event::EventWorkload;
+use kerf_api::rsr::{
+    ChangeRecord, ChangeState, ContainerChange, EventIds, RightsizingRecommendationStatus,
+    WatchStatus,
+};
+use kerf_api::{Resource, ResourceRequirements, ResourceValues, Strategy, WorkloadKind};
+use kerf_decide::effective::Ratio;
+use kerf_decide::health::Thresholds;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The CRDs the agent's rsr lives in.
+pub const CRDS: &str = include_str!("../../../../config/crds/kerf.getkerf.dev.yaml");
+/// Namespace of every test workload.
+pub const NS: &str = "default";
+
+/// Requests and limits from optional strings.
+pub fn req(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
+    ResourceValues {
+        cpu: cpu.map(Into::into),
+        memory: memory.map(Into::into),
+    }
+}
+
+/// A container change of `app`.
+pub fn app_change(from: ResourceValues, to: ResourceValues) -> ContainerChange {
+    ContainerChange {
+        name: "app".into(),
+        from: ResourceRequirements {
+            requests: from,
+            limits: ResourceValues::default(),
+        },
+        to: ResourceRequirements {
+            requests: to,
+            limits: ResourceValues::default(),
+        },
+    }
+}
+
+/// An applied change record with fresh event ids.
+pub fn applied_change(
+    strategy: Strategy,
+    resources: Vec<Resource>,
+    containers: Vec<ContainerChange>,
+    at: DateTime<Utc>,
+) -> ChangeRecord {
+    let id = || uuid::Uuid::new_v4().to_string();
+    ChangeRecord {
+        id: id(),
+        state: ChangeState::Applied,
+        recommendation_id: "rec-1".into(),
+        approval_id: None,
+        strategy,
+        resources,
+        started_at: at,
+        first_resize_at: None,
+        applied_at: Some(at),
+        containers,
+        hpa: None,
+        event_ids: EventIds {
+            applied: Some(id()),
+            fallback: Some(id()),
+            rolled_back: Some(id()),
+            released: Some(id()),
+            failed: Some(id()),
+        },
+        pending_events: Vec::new(),
+        progress: None,
+    }
+}
+
+/// A status with `change` applied and its watch started at `start`.
+pub fn watching(
+    change: ChangeRecord,
+    start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
+) -> RightsizingRecommendationStatus {
+    RightsizingRecommendationStatus {
+        phase: Some(kerf_api::rsr::Phase::Applied),
+        change: Some(change),
+        watch: Some(WatchStatus {
+            start,
+            end,
+            baselines: Default::default(),
+            aggregated: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The default thresholds with `delay` as the throttling delay.
+pub fn thresholds(delay: Duration) -> Thresholds {
+    Thresholds {
+        oom_kills: 1,
+        restarts: 3,
+        throttling_ratio: Ratio(250_000),
+        throttling_delay: delay,
+    }
+}
+
+/// A slim pod from its JSON form.
+pub fn pod_info(v: Value) -> anyhow::Result<Arc<PodInfo>> {
+    let wire = PodWire::deserialize(v)?;
+    Ok(Arc::new(PodInfo::from_wire(wire, &mut Interner::default())))
+}
+
+/// A running pod of `app` with the given counters, created at `created`.
+pub fn hand_pod(
+    name: &str,
+    restarts: u32,
+    last_reason: Option<&str>,
+    created: DateTime<Utc>,
+) -> anyhow::Result<Arc<PodInfo>> {
+    let last = last_reason.map_or(
+        json!({}),
+        |r| json!({"terminated": {"reason": r, "exitCode": 137}}),
+    );
+    pod_info(json!({
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+            "creationTimestamp": created.to_rfc3339()},
+        "spec": {"nodeName": "sim-node-1", "containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "app", "ready": true,
+            "restartCount": restarts, "lastState": last, "state": {"running": {}}}]}
+    }))
+}
+
+/// A client that never connects (for evaluations that read no metrics).
+pub fn offline_client() -> anyhow::Result<Client> {
+    kerf_sim::api::tls::ensure_crypto_provider();
+    let config = kube::Config::new("http://127.0.0.1:9".parse()?);
+    Ok(Client::try_from(config)?)
+}
+
+/// Applies the Kerf CRDs and waits until rsrs are served.
+pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for doc in serde_yaml::Deserializer::from_str(CRDS) {
+        let crd = CustomResourceDefinition::deserialize(doc)?;
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let rsrs = kerf_agent::rsr_sync::rsr_api(client.clone(), NS);
+    for _ in 0..100 {
+        if rsrs.list(&ListParams::default()).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    anyhow::bail!("rsr CRD never served")
+}
+
+/// Creates Deployment `name` with `replicas` pods of container `app` with `resources`.
+pub async fn deployment(
+    client: &Client,
+    name: &str,
+    replicas: i32,
+    resources: Value,
+) -> anyhow::Result<WorkloadId> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let d: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                {"name": "app", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}}}
+    }))?;
+    let made = api.create(&PostParams::default(), &d).await?;
+    Ok(WorkloadId {
+        namespace: NS.into(),
+        name: name.into(),
+        uid: made.metadata.uid.unwrap_or_default(),
+        kind: WorkloadKind::Deployment,
+    })
+}
+
+/// The pods of Deployment `name` (label `app=name`) as slim pods.
+pub async fn pods(client: &Client, name: &str) -> anyhow::Result<Vec<Arc<PodInfo>>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let list = api
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await?;
+    list.items
+        .into_iter()
+        .map(|p| pod_info(serde_json::to_value(p)?))
+        .collect()
+}
+
+/// Waits until `n` pods of `name` run with every container ready, while `tick` moves time.
+pub async fn running_pods(
+    client: &Client,
+    name: &str,
+    n: usize,
+    tick: impl Fn(),
+) -> anyhow::Result<Vec<Arc<PodInfo>>> {
+    for _ in 0..400 {
+        tick();
+        let ps = pods(client, name).await?;
+        let running = ps
+            .iter()
+            .filter(|p| p.phase == kerf_agent::cache::PodPhase::Running && p.ready)
+            .count();
+        if running == n && ps.len() == n {
+            return Ok(ps);
+        }
+        tokio::time::sleep(StdDuration::from_millis(25)).await;
+    }
+    anyhow::bail!("{name}: {n} pods never ran")
+}
+
+/// Creates the rsr of a workload and returns a writer for its status.
+pub async fn rsr(client: &Client, w: &WorkloadId) -> anyhow::Result<RsrWriter> {
+    let api = kerf_agent::rsr_sync::rsr_api(client.clone(), NS);
+    let spec = json!({"workloadRef": {"kind": "Deployment", "name": w.name, "uid": w.uid},
+        "recommendationID": "rec-1", "containers": [{"name": "app", "requests": {"memory": "48Mi"}}]});
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingRecommendation",
+        "metadata": {"name": w.name, "namespace": NS}, "spec": spec}))?;
+    let made = api.create(&PostParams::default(), &obj).await?;
+    Ok(RsrWriter {
+        api,
+        name: w.name.clone(),
+        resource_version: made.metadata.resource_version.unwrap_or_default(),
+        spec: Some(spec),
+        last: RightsizingRecommendationStatus::default(),
+    })
+}
+
+/// The rsr's status as the API server holds it.
+pub async fn rsr_status(writer: &RsrWriter) -> anyhow::Result<Value> {
+    let obj = writer.api.get(&writer.name).await?;
+    Ok(obj.data["status"].clone())
+}
+
+/// The event workload of a Deployment.
+pub fn event_workload(w: &WorkloadId) -> EventWorkload {
+    EventWorkload {
+        namespace: w.namespace.clone(),
+        kind: "Deployment".into(),
+        name: w.name.clone(),
+    }
+}
+
+/// Spec requests of container `app` of every pod.
+pub fn pod_requests(pods: &[Arc<PodInfo>]) -> Vec<ResourceValues> {
+    pods.iter()
+        .filter_map(|p| p.containers.first().map(|c| c.requests.clone()))
+        .collect()
+}

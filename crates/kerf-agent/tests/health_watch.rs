@@ -1,0 +1,256 @@
+//! The health watch's evaluation over slim pods filled by hand: baselines, counting since
+//! the change, the watch window and which signals apply.
+
+mod health_support;
+
+use chrono::{Duration, Utc};
+use health_support::*;
+use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
+use kerf_api::{Resource, Strategy};
+use kerf_decide::health::BreachReason;
+
+fn watcher() -> Watcher {
+    Watcher::with_source(ThrottlingSource::Off, Duration::minutes(2))
+}
+
+fn memory_change(at: chrono::DateTime<Utc>) -> kerf_api::rsr::ChangeRecord {
+    applied_change(
+        Strategy::InPlace,
+        vec![Resource::Memory],
+        vec![app_change(req(None, Some("64Mi")), req(None, Some("48Mi")))],
+        at,
+    )
+}
+
+fn cpu_change(at: chrono::DateTime<Utc>) -> kerf_api::rsr::ChangeRecord {
+    applied_change(
+        Strategy::InPlace,
+        vec![Resource::Cpu],
+        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
+        at,
+    )
+}
+
+fn input<'a>(
+    pods: &'a [std::sync::Arc<kerf_agent::cache::PodInfo>],
+    now: chrono::DateTime<Utc>,
+) -> WatchInput<'a> {
+    WatchInput {
+        namespace: NS,
+        pods,
+        thresholds: thresholds(Duration::minutes(2)),
+        watch_duration: Duration::minutes(30),
+        rollout_complete: false,
+        now,
+    }
+}
+
+// rule: RB-05, RB-09, RB-11
+#[tokio::test]
+async fn rb_05_an_oom_kill_after_a_memory_change_breaches_at_the_pod_update() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now();
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let w = watcher();
+    // An OOM kill before the change is in the baseline and does not count.
+    let before = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
+    let step = w.step(&client, &mut status, &input(&before, t0)).await;
+    assert!(matches!(step, HealthStep::Watching { .. }), "{step:?}");
+    let b = &status.watch.as_ref().unwrap().baselines["uid-a"]["app"];
+    assert_eq!((b.restarts, b.oom_kills), (1, 1));
+    // The next pod update shows one more OOM kill: breach at once, memory only.
+    let after = vec![hand_pod("a", 2, Some("OOMKilled"), created).unwrap()];
+    let step = w
+        .step(
+            &client,
+            &mut status,
+            &input(&after, t0 + Duration::seconds(5)),
+        )
+        .await;
+    let HealthStep::Breach(b) = step else {
+        panic!("expected a breach, got {step:?}")
+    };
+    assert_eq!(b.reason, BreachReason::OomKills);
+    assert_eq!(b.restore, vec![Resource::Memory]);
+    assert_eq!(b.details["oomKills"], "1");
+    assert_eq!(b.details["watchDuration"], "30m");
+}
+
+// rule: RB-05
+#[tokio::test]
+async fn rb_05_oom_kills_are_not_watched_when_memory_was_not_touched() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now();
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(cpu_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let w = watcher();
+    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    w.step(&client, &mut status, &input(&pods, t0)).await;
+    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
+    let step = w
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::seconds(5)),
+        )
+        .await;
+    assert!(matches!(step, HealthStep::Watching { .. }), "{step:?}");
+}
+
+// rule: RB-06, RB-07, RB-10
+#[tokio::test]
+async fn rb_10_restarts_add_up_over_all_pods_and_roll_back_every_touched_resource() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now();
+    let created = t0 - Duration::hours(1);
+    let change = applied_change(
+        Strategy::InPlace,
+        vec![Resource::Cpu, Resource::Memory],
+        vec![app_change(
+            req(Some("100m"), Some("64Mi")),
+            req(Some("80m"), Some("48Mi")),
+        )],
+        t0,
+    );
+    let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
+    let w = watcher();
+    let pods = vec![
+        hand_pod("a", 5, Some("Error"), created).unwrap(),
+        hand_pod("b", 0, None, created).unwrap(),
+    ];
+    w.step(&client, &mut status, &input(&pods, t0)).await;
+    let pods = vec![
+        hand_pod("a", 7, Some("Error"), created).unwrap(),
+        hand_pod("b", 0, None, created).unwrap(),
+    ];
+    let step = w
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::seconds(1)),
+        )
+        .await;
+    assert!(
+        matches!(step, HealthStep::Watching { .. }),
+        "2 restarts: {step:?}"
+    );
+    // A pod created after the change counts from zero.
+    let pods = vec![
+        hand_pod("a", 7, Some("Error"), created).unwrap(),
+        hand_pod("b", 0, None, created).unwrap(),
+        hand_pod("c", 1, Some("Error"), t0 + Duration::seconds(2)).unwrap(),
+    ];
+    let step = w
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::seconds(3)),
+        )
+        .await;
+    let HealthStep::Breach(b) = step else {
+        panic!("expected a breach, got {step:?}")
+    };
+    assert_eq!(b.reason, BreachReason::Restarts);
+    assert_eq!(b.restore, vec![Resource::Cpu, Resource::Memory]);
+    assert_eq!(b.details["restarts"], "3");
+}
+
+// rule: RB-03, RB-19
+#[tokio::test]
+async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now() - Duration::minutes(31);
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let w = watcher();
+    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    w.step(
+        &client,
+        &mut status,
+        &input(&pods, t0 + Duration::minutes(1)),
+    )
+    .await;
+    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
+    let step = w
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::minutes(30)),
+        )
+        .await;
+    assert_eq!(step, HealthStep::Healthy);
+}
+
+// rule: RB-09
+#[tokio::test]
+async fn rb_09_a_restarted_agent_counts_from_the_baselines_in_status() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now();
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
+    watcher()
+        .step(&client, &mut status, &input(&pods, t0))
+        .await;
+    // A new agent (empty memory) sees the pod after one more OOM kill.
+    let pods = vec![hand_pod("a", 2, Some("OOMKilled"), created).unwrap()];
+    let step = watcher()
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::seconds(9)),
+        )
+        .await;
+    assert!(
+        matches!(step, HealthStep::Breach(ref b) if b.reason == BreachReason::OomKills),
+        "{step:?}"
+    );
+}
+
+// rule: RB-16
+#[tokio::test]
+async fn rb_16_without_endpoint_or_fallback_throttling_is_never_sampled() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now() - Duration::minutes(10);
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(cpu_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    let step = watcher()
+        .step(&client, &mut status, &input(&pods, Utc::now()))
+        .await;
+    assert_eq!(
+        step,
+        HealthStep::Watching {
+            until: Some(t0 + Duration::minutes(30)),
+            recheck_at: None
+        }
+    );
+}
+
+// rule: RB-39
+#[tokio::test]
+async fn a_rollout_watch_ends_watch_duration_after_the_rollout_completes() {
+    let client = offline_client().unwrap();
+    let t0 = Utc::now();
+    let created = t0 - Duration::hours(1);
+    let mut change = memory_change(t0);
+    change.strategy = Strategy::Rollout;
+    let mut status = watching(change, t0, None);
+    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    let w = watcher();
+    let step = w.step(&client, &mut status, &input(&pods, t0)).await;
+    assert!(
+        matches!(step, HealthStep::Watching { until: None, .. }),
+        "{step:?}"
+    );
+    let mut done = input(&pods, t0 + Duration::minutes(3));
+    done.rollout_complete = true;
+    let step = w.step(&client, &mut status, &done).await;
+    let end = t0 + Duration::minutes(33);
+    assert!(
+        matches!(step, HealthStep::Watching { until: Some(u), .. } if u == end),
+        "{step:?}"
+    );
+    assert_eq!(status.watch.as_ref().unwrap().end, Some(end));
+}

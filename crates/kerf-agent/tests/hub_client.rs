@@ -1,0 +1,232 @@
+//! The hub client against the dev hub over real HTTP on loopback.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kerf_agent::clock::{SharedClock, TestClock};
+use kerf_agent::hub::{Fetch, HubClient, HubClientConfig, HubClientError, HubMetrics};
+use kerf_api::hub::{ClusterConfig, PauseScope, Recommendation, RecommendationList};
+use kerf_sim::hub::{DevHub, DevHubConfig, Endpoint, Fault, start};
+use prometheus_client::registry::Registry;
+
+const CLUSTER: &str = "dev";
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-04T10:00:00Z")
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+#[allow(clippy::unwrap_used)]
+fn recommendation(name: &str) -> Recommendation {
+    let list: RecommendationList = serde_json::from_value(serde_json::json!({
+        "recommendations": [{
+            "workload": {"namespace": "shop", "kind": "Deployment", "name": name},
+            "recommendationID": "0b9b5c1e-4f7c-4a52-9a43-1f1d3f6b7c10",
+            "generatedAt": "2026-11-04T10:00:00Z",
+            "confidence": "0.83",
+            "dataCoverage": {"covered": "240h", "window": "336h"},
+            "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
+                         "headroomPercent": 15, "limits": "Keep"},
+            "containers": [{"name": "app", "requests": {"cpu": "250m", "memory": "512Mi"}}]
+        }],
+        "generatedAt": "2026-11-04T10:00:05Z"
+    }))
+    .unwrap();
+    list.recommendations[0].clone()
+}
+
+struct Rig {
+    hub: DevHub,
+    client: HubClient,
+    clock: TestClock,
+    registry: Registry,
+    token_file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(token: &str, file_token: &str) -> Result<Rig, Box<dyn std::error::Error>> {
+    let hub = start(DevHubConfig {
+        token: Some(token.into()),
+        ..DevHubConfig::default()
+    })
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, file_token)?;
+    let mut cfg = HubClientConfig::new(hub.url(), CLUSTER);
+    cfg.token_file = Some(token_file.clone());
+    cfg.backoff_base = Duration::from_millis(5);
+    cfg.auth_backoff = Duration::from_secs(600);
+    let clock = TestClock::new(t0());
+    let shared: SharedClock = Arc::new(clock.clone());
+    let mut registry = Registry::with_prefix("kerf_agent");
+    let client = HubClient::new(cfg, HubMetrics::register(&mut registry), shared)?;
+    Ok(Rig {
+        hub,
+        client,
+        clock,
+        registry,
+        token_file,
+        _dir: dir,
+    })
+}
+
+fn metrics_text(registry: &Registry) -> String {
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}
+
+fn statuses(hub: &DevHub, e: Endpoint) -> Vec<u16> {
+    hub.requests_to(e).iter().map(|r| r.status).collect()
+}
+
+// rule: EV-37
+#[tokio::test]
+async fn etag_304_keeps_the_list_and_counts_as_a_successful_fetch() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub
+        .set_recommendations(CLUSTER, vec![recommendation("web")]);
+    assert_eq!(
+        rig.client.fetch_recommendations().await.unwrap(),
+        Fetch::Updated
+    );
+    rig.clock.advance(chrono::Duration::minutes(10));
+    assert_eq!(
+        rig.client.fetch_recommendations().await.unwrap(),
+        Fetch::Unchanged
+    );
+    assert_eq!(
+        statuses(&rig.hub, Endpoint::Recommendations),
+        vec![200, 304]
+    );
+    let s = rig.client.state();
+    let good = s.last_good_recommendations.unwrap();
+    assert_eq!(good.value.recommendations[0].workload.name, "web");
+    assert_eq!(good.fetched_at, t0() + chrono::Duration::minutes(10));
+    assert_eq!(s.fresh_until, None, "no config fetched yet");
+    rig.client.fetch_config().await.unwrap();
+    let s = rig.client.state();
+    assert_eq!(s.fresh_until, Some(t0() + chrono::Duration::minutes(40)));
+    assert!(
+        metrics_text(&rig.registry)
+            .contains("kerf_agent_hub_requests_total{endpoint=\"recommendations\",code=\"304\"} 1")
+    );
+}
+
+// rule: EV-38, AP-43
+#[tokio::test]
+async fn the_pause_is_read_from_config_flags() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub.pause(CLUSTER, Some(PauseScope::Fleet));
+    rig.client.fetch_config().await.unwrap();
+    let config = rig.client.state().last_good_config.unwrap().value;
+    assert!(config.flags.paused);
+    assert_eq!(config.flags.pause_scope, Some(PauseScope::Fleet));
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_a_clear_error_and_the_last_good_state_stays() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub
+        .set_recommendations(CLUSTER, vec![recommendation("web")]);
+    rig.hub.set_config(CLUSTER, ClusterConfig::default());
+    rig.client.fetch_recommendations().await.unwrap();
+    rig.client.fetch_config().await.unwrap();
+    let before = rig.client.state();
+    rig.hub
+        .set_recommendations(CLUSTER, vec![recommendation("api")]);
+
+    rig.hub.fail_next(None, Fault::BadJson, 1);
+    let e = rig.client.fetch_recommendations().await.unwrap_err();
+    assert!(matches!(e, HubClientError::Decode { .. }), "{e}");
+    rig.hub.fail_next(None, Fault::WrongTypes, 2);
+    let e = rig.client.fetch_recommendations().await.unwrap_err();
+    assert!(
+        e.to_string().contains("recommendations"),
+        "names the field: {e}"
+    );
+    let e = rig.client.fetch_config().await.unwrap_err();
+    assert!(matches!(e, HubClientError::Decode { .. }), "{e}");
+    rig.hub.fail_next(None, Fault::HugeBody(17 << 20), 1);
+    let e = rig.client.fetch_recommendations().await.unwrap_err();
+    assert!(matches!(e, HubClientError::BodyTooLarge { .. }), "{e}");
+    assert_eq!(rig.client.state(), before);
+    rig.client.fetch_recommendations().await.unwrap();
+    assert_eq!(
+        rig.client
+            .state()
+            .last_good_recommendations
+            .unwrap()
+            .value
+            .recommendations[0]
+            .workload
+            .name,
+        "api"
+    );
+}
+
+#[tokio::test]
+async fn unauthorized_gives_no_retry_storm_and_a_changed_token_file_is_read_again() {
+    let rig = rig("right", "wrong").await.unwrap();
+    for _ in 0..5 {
+        let e = rig.client.fetch_recommendations().await.unwrap_err();
+        assert!(
+            matches!(e, HubClientError::Unauthorized { status: 401, .. }),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("wrong"), "the token is never shown");
+    }
+    let _ = rig.client.post_events(&[]).await.unwrap_err();
+    assert_eq!(rig.hub.requests().len(), 1, "one request, then a pause");
+    assert!(metrics_text(&rig.registry).contains("kerf_agent_hub_auth_failed 1"));
+    std::fs::write(&rig.token_file, "right\n").unwrap();
+    assert_eq!(
+        rig.client.fetch_recommendations().await.unwrap(),
+        Fetch::Updated
+    );
+    assert!(metrics_text(&rig.registry).contains("kerf_agent_hub_auth_failed 0"));
+}
+
+#[tokio::test]
+async fn retries_transient_failures_and_honours_retry_after() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub
+        .fail_next(Some(Endpoint::Config), Fault::Unavailable, 1);
+    rig.hub.fail_next(
+        Some(Endpoint::Config),
+        Fault::RateLimited {
+            retry_after: "1".into(),
+        },
+        1,
+    );
+    rig.client.fetch_config().await.unwrap();
+    let reqs = rig.hub.requests_to(Endpoint::Config);
+    assert_eq!(
+        reqs.iter().map(|r| r.status).collect::<Vec<_>>(),
+        vec![503, 429, 200]
+    );
+    assert!(reqs[2].at - reqs[1].at >= Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn a_hub_that_is_down_is_a_transport_error() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub.set_down(true).await;
+    let e = rig.client.fetch_config().await.unwrap_err();
+    assert!(matches!(e, HubClientError::Transport { .. }), "{e}");
+    assert!(rig.client.state().last_good_config.is_none());
+    assert!(metrics_text(&rig.registry).contains("code=\"error\""));
+    rig.hub.set_down(false).await;
+    rig.client.fetch_config().await.unwrap();
+}
+
+#[tokio::test]
+async fn inventory_is_put() {
+    let rig = rig("t", "t").await.unwrap();
+    let inv = kerf_api::hub::Inventory::default();
+    rig.client.put_inventory(&inv).await.unwrap();
+    assert_eq!(rig.hub.inventory(CLUSTER), Some(inv));
+}

@@ -1,0 +1,129 @@
+//! Request bodies the simulated server does not decode (protobuf, which kubectl's typed
+//! clients send for `kubectl create namespace|deployment|configmap`) get the real server's
+//! 415 for an unknown body format; and the `scale` subresource that `kubectl scale` uses.
+
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kerf_sim::sim::{Sim, SimConfig};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+async fn sim() -> anyhow::Result<Sim> {
+    Sim::start(SimConfig {
+        run_controllers: false,
+        ..SimConfig::default()
+    })
+    .await
+}
+
+const UNKNOWN_FORMAT: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml";
+
+#[tokio::test]
+async fn a_protobuf_body_gets_415_naming_the_accepted_media_types() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let body = b"k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12\x07\n\x05\n\x01x".to_vec();
+    let req = http::Request::post("/api/v1/namespaces")
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .header(
+            "accept",
+            "application/vnd.kubernetes.protobuf,application/json",
+        )
+        .body(body)?;
+    match sim.client().request_text(req).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (415, "UnsupportedMediaType"));
+            assert_eq!(s.message, UNKNOWN_FORMAT);
+        }
+        other => panic!("expected 415, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_scale_subresource_reads_and_sets_replicas() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<Deployment> = Api::namespaced(sim.client(), "default");
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}}}});
+    api.create(&PostParams::default(), &serde_json::from_value(d)?)
+        .await?;
+    let scale = api.get_scale("web").await?;
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("app=web")
+    );
+    let scale = api
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await?;
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
+    let d = api.get("web").await?;
+    assert_eq!(d.spec.and_then(|s| s.replicas), Some(3));
+    assert_eq!(d.metadata.generation, Some(2));
+    Ok(())
+}
+
+fn kubectl(sim: &Sim, args: &str, stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", sim.kubeconfig_path())
+        .args(args.split_whitespace())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_is_refused_and_the_documented_apply_route_works() -> anyhow::Result<()> {
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("kubectl not found on PATH: skipping");
+        return Ok(());
+    }
+    let sim = sim().await?;
+    let (ok, out) = kubectl(&sim, "create namespace x", None)?;
+    assert!(!ok && out.contains(UNKNOWN_FORMAT), "{out}");
+    let (ok, yaml) = kubectl(&sim, "create namespace x --dry-run=client -o yaml", None)?;
+    assert!(ok, "{yaml}");
+    let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;
+    assert!(ok, "{out}");
+    let (ok, yaml) = kubectl(
+        &sim,
+        "create deployment web -n x --image=registry.k8s.io/pause:3.10 --dry-run=client -o yaml",
+        None,
+    )?;
+    assert!(ok, "{yaml}");
+    let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&sim, "scale -n x deployment web --replicas=2", None)?;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &sim,
+        "get -n x deployment web -o jsonpath={.spec.replicas}",
+        None,
+    )?;
+    assert_eq!((ok, out.trim()), (true, "2"));
+    Ok(())
+}
