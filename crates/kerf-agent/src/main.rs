@@ -10,6 +10,9 @@ use kerf_agent::settings::Settings;
 const EXIT_INVALID_SETTING: u8 = 2;
 
 fn main() -> ExitCode {
+    // Two TLS providers are linked (ring for the Kubernetes client and the webhook,
+    // aws-lc-rs through the PromQL client): choose ring for the whole process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::Crds => match kerf_api::crds_yaml() {

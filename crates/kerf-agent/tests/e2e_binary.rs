@@ -1,0 +1,59 @@
+//! e2e: the released binary, `kerf-agent run`, against a cluster named by a kubeconfig.
+//! The in-process scenarios start the agent as a library; this one runs the binary as a
+//! user would, so process-level set-up (TLS providers, logging, signals) is covered too.
+
+mod e2e_support;
+
+use std::process::{Child, Command, Stdio};
+
+use e2e_support::{CLUSTER, Env, policy_spec};
+
+/// Kills the agent process when the test ends, whatever the outcome.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// portable
+// rule: EV-28
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_command_mirrors_a_recommendation_into_an_rsr() -> anyhow::Result<()> {
+    let env = Env::start("e2e-binary").await?;
+    env.deployment("web", 1, "200m", "256Mi").await?;
+    env.wait_ready("web", 1).await?;
+    env.policy("binary", policy_spec(&env.ns, "audit", "in-place"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
+    if let Some(sim) = &env.sim {
+        cmd.env("KUBECONFIG", sim.kubeconfig_path());
+    }
+    let child = cmd
+        .args([
+            "run",
+            "--cluster-name",
+            CLUSTER,
+            "--namespace",
+            "kerf-system",
+        ])
+        .args(["--hub-url", &env.hub.url(), "--hub-poll-interval", "1s"])
+        .args(["--leader-election=false", "--metrics-addr", "127.0.0.1:0"])
+        .args(["--webhook-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut agent = KillOnDrop(child);
+
+    let rsr = env.wait_phase("web", "Skipped").await?;
+    assert_eq!(rsr["status"]["summary"]["reason"], "ModeAudit", "{rsr:#}");
+    assert!(
+        agent.0.try_wait()?.is_none(),
+        "kerf-agent run exited while it should keep running"
+    );
+    Ok(())
+}
