@@ -3,7 +3,8 @@
 //!
 //! - phase: the decision's (Blocked unless the last change is Applied, GR-40; Deferred
 //!   with `nextWindow` while a deferred change waits, AP-24); Applying while a change is in
-//!   flight; RolledBack and Released stay while nothing new is decided.
+//!   flight; RolledBack while the last change is rolling or rolled back (until a new change
+//!   starts, whatever blocks or skips meanwhile); Released while nothing new is decided.
 //! - conditions (design D5): Valid (naming every invalid field or annotation), Blocked
 //!   (reason and message, GR-39), Applied, HealthWatch, Progressing. `lastTransitionTime`
 //!   moves only when a condition's status changes.
@@ -137,19 +138,13 @@ fn phase(input: &StatusInput<'_>, prev: &RightsizingRecommendationStatus) -> Pha
     let state = prev.change.as_ref().map(|c| c.state);
     match state {
         Some(ChangeState::Intent | ChangeState::Applying) => return Phase::Applying,
-        Some(ChangeState::RollingBack) => return Phase::RolledBack,
+        Some(ChangeState::RollingBack | ChangeState::RolledBack) => return Phase::RolledBack,
         _ => {}
     }
     let Some(d) = input.decision else {
         return prev.phase.unwrap_or(Phase::Pending);
     };
-    let quiet = match &d.outcome {
-        Outcome::Skip(_) => true,
-        Outcome::Block(b) => b.reason == wk::REASON_COOLDOWN,
-        Outcome::Apply(_) => false,
-    };
     match state {
-        Some(ChangeState::RolledBack) if quiet => Phase::RolledBack,
         Some(ChangeState::Released) if matches!(d.outcome, Outcome::Skip(_)) => Phase::Released,
         _ => d.phase,
     }

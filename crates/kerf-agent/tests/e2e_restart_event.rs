@@ -59,7 +59,11 @@ async fn the_next_agent_sends_the_pending_applied_event_with_its_recorded_id() -
     .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
-    assert_eq!(env.hub.duplicates(e2e_support::CLUSTER), 0);
+    if exact {
+        // Without the fail point the first agent may have sent the event before it was
+        // killed; the resend with the same id is then a duplicate the hub ignores.
+        assert_eq!(env.hub.duplicates(e2e_support::CLUSTER), 0);
+    }
     let rsr = env.wait_phase("web", "Applied").await?;
     assert_eq!(
         rsr["status"]["change"]["eventIds"]["applied"],

@@ -5,6 +5,7 @@
 
 mod client;
 pub mod metrics;
+pub mod persist;
 pub mod retry;
 pub mod state;
 pub mod token;

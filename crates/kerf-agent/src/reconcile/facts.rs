@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::hub::{ClusterConfig, PolicyDefaults};
-use kerf_api::rsr::{RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::rsr::{ChangeState, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
 use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
 use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
 use kerf_decide::facts::{
@@ -262,15 +262,21 @@ pub fn policy_for(
     })
 }
 
-/// What the rsr status records, as `decide()` reads it.
+/// What the rsr status records, as `decide()` reads it. A watch runs until its end, and
+/// ends with the rollback of its change (RB-04): a rolled-back rollout, whose watch never got
+/// an end, does not hold later changes (design D11).
 pub fn rsr_state(status: &RightsizingRecommendationStatus, now: DateTime<Utc>) -> RsrState {
+    let rolled_back = status
+        .change
+        .as_ref()
+        .is_some_and(|c| matches!(c.state, ChangeState::RollingBack | ChangeState::RolledBack));
     RsrState {
         change: status.change.clone(),
         last_rollback: status.last_rollback.clone(),
         live: status.live.clone(),
         strategy: status.strategy.clone(),
         watch: status.watch.as_ref().map(|w| WatchFacts {
-            running: w.end.is_none_or(|end| now < end),
+            running: !rolled_back && w.end.is_none_or(|end| now < end),
             end: w.end,
         }),
         consumed_approvals: status.consumed_approvals.clone(),

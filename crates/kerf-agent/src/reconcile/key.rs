@@ -7,9 +7,11 @@ use kerf_decide::dedup::{self, DedupContext};
 
 use super::act::{self, StepCtx};
 use super::facts::{self, Sources};
+use super::healthwatch::{self, HealthCtx};
 use super::report::{self, EventRecorder, RsrRef};
 use super::{InFlight, Memory};
 use crate::cache::{RsrEntry, WorkloadKey};
+use crate::health::{self, Watcher};
 use crate::hub::HubState;
 use crate::intent::{self, IntentError};
 use crate::rsr_sync::{is_withdrawn, rsr_api};
@@ -25,6 +27,9 @@ pub enum KeyError {
     /// An actuating step failed.
     #[error(transparent)]
     Act(#[from] act::ActError),
+    /// The health watch or a rollback failed.
+    #[error(transparent)]
+    Health(#[from] health::HealthError),
 }
 
 impl KeyError {
@@ -33,6 +38,7 @@ impl KeyError {
         match self {
             KeyError::Intent(e) => e.category(),
             KeyError::Act(e) => e.category(),
+            KeyError::Health(e) => e.category(),
         }
     }
 }
@@ -62,15 +68,23 @@ impl Writer {
     }
 }
 
+impl health::StatusWriter for Writer {
+    async fn write(&mut self, s: &RightsizingRecommendationStatus) -> Result<(), IntentError> {
+        Writer::write(self, s).await
+    }
+}
+
 /// Reconciles the rsr of `key`. An rsr the cache still shows at a resourceVersion this
 /// reconciler has written over is left until the watch brings the newer one (its write
-/// would only get a 409).
+/// would only get a 409). `watcher` runs the health watch of an applied change and rolls a
+/// breached one back.
 pub async fn reconcile_key(
     ctx: &Context,
     hub: &HubState,
     recorder: &EventRecorder,
     memory: &mut Memory,
     resize_subresource: bool,
+    watcher: &Watcher,
     key: &WorkloadKey,
 ) -> Result<(), KeyError> {
     let Some(entry) = ctx.cache.rsrs_for(key).into_iter().next() else {
@@ -93,6 +107,7 @@ pub async fn reconcile_key(
         recorder,
         memory,
         resize_subresource,
+        watcher,
         key,
         &entry,
         &mut writer,
@@ -135,6 +150,7 @@ async fn reconcile_entry(
     recorder: &EventRecorder,
     memory: &mut Memory,
     resize_subresource: bool,
+    watcher: &Watcher,
     key: &WorkloadKey,
     entry: &RsrEntry,
     writer: &mut Writer,
@@ -234,6 +250,18 @@ async fn reconcile_entry(
         write_and_emit(writer, &s, recorder, &rsr_ref, Some(&res)).await?;
         finished = true;
     }
+    // The health watch of an applied change, or the rollback of a breached one (RB-11).
+    let hctx = HealthCtx {
+        ctx,
+        watcher,
+        recorder,
+        rsr: &rsr_ref,
+        workload: &workload,
+        key,
+        policy: &policy,
+        now,
+    };
+    finished |= healthwatch::watch_pass(&hctx, memory, &mut s, writer).await?;
     let f = facts::gather(src, &workload, &rsr.spec, &s, now);
     let decision = kerf_decide::decide(&f, &policy, now);
     if let Outcome::Apply(plan) = &decision.outcome

@@ -8,6 +8,8 @@
 
 pub mod act;
 pub mod facts;
+mod healthwatch;
+pub mod hub_sync;
 mod key;
 pub mod policies;
 pub mod report;
@@ -103,6 +105,19 @@ impl Memory {
     }
 }
 
+/// The health watcher of the agent's settings; an unusable metrics URL leaves throttling
+/// unwatched (RB-16) rather than stopping the reconciler.
+fn watcher(settings: &crate::settings::HealthSettings) -> crate::health::Watcher {
+    crate::health::Watcher::new(settings).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "throttling is not watched");
+        crate::health::Watcher::with_source(
+            crate::health::ThrottlingSource::Off,
+            chrono::Duration::from_std(settings.throttling_delay)
+                .unwrap_or(kerf_decide::health::DEFAULT_THROTTLING_DELAY),
+        )
+    })
+}
+
 /// What the policies' status depends on: every policy's resourceVersion and the workloads.
 type PolicyMark = (Vec<(String, String)>, usize);
 
@@ -131,6 +146,7 @@ pub struct Reconciler {
     recorder: report::EventRecorder,
     acks: mpsc::UnboundedReceiver<DeliveryReport>,
     memory: Memory,
+    watcher: Arc<crate::health::Watcher>,
     /// Whether the API server serves `pods/resize` (design D19).
     pub resize_subresource: bool,
 }
@@ -148,6 +164,7 @@ impl Reconciler {
             client: ctx.client.clone(),
             outbox,
         };
+        let watcher = Arc::new(watcher(&ctx.settings.health));
         Reconciler {
             resize_subresource: ctx.resize_subresource,
             ctx,
@@ -155,6 +172,7 @@ impl Reconciler {
             recorder,
             acks,
             memory: Memory::default(),
+            watcher,
         }
     }
 
@@ -342,6 +360,7 @@ impl Reconciler {
                 &self.recorder,
                 &mut self.memory,
                 self.resize_subresource,
+                &self.watcher,
                 &key,
             )
             .await;
@@ -405,11 +424,7 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
                         let client = client.clone();
                         async move { outbox.run(client).await }
                     });
-                    tasks.spawn(poll_hub(
-                        client,
-                        ctx.settings.hub.poll_interval,
-                        ctx.shutdown.clone(),
-                    ));
+                    tasks.spawn(poll_hub(client, ctx.clone()));
                     rx
                 }
                 Err(e) => {
@@ -424,23 +439,25 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
     tasks
 }
 
-/// Fetches recommendations and configuration every `interval`.
-pub async fn poll_hub(
-    client: Arc<crate::hub::HubClient>,
-    interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// The hub poll of one leader term (design section 9, D26): restores the configuration
+/// kept in `kerf-hub-state`, then every `hub.pollInterval` fetches the configuration and
+/// the recommendations, keeps a changed configuration in `kerf-hub-state` and puts the
+/// inventory when it changed.
+pub async fn poll_hub(client: Arc<crate::hub::HubClient>, ctx: Context) {
+    let interval = ctx.settings.hub.poll_interval;
+    let mut shutdown = ctx.shutdown.clone();
+    let mut sync = hub_sync::HubSync::new(client, ctx);
+    tokio::select! {
+        _ = sync.restore() => {}
+        _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
+    }
     let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
         }
-        if let Err(e) = client.fetch_config().await {
-            tracing::warn!(error = %e, "hub config fetch failed");
-        }
-        if let Err(e) = client.fetch_recommendations().await {
-            tracing::warn!(error = %e, "hub recommendations fetch failed");
-        }
+        sync.poll_once().await;
     }
 }
