@@ -6,11 +6,22 @@ mod e2e_support;
 use std::time::Duration;
 
 use e2e_support::{AgentOptions, Env, manager, pod_resources, policy_spec, template_resources};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use kerf_api::event::EventType;
+use kube::Api;
+use kube::api::ListParams;
 use serde_json::json;
 
+/// The names of the ReplicaSets of Deployment `name` (label `app=<name>`).
+async fn replica_sets(env: &Env, name: &str) -> anyhow::Result<Vec<String>> {
+    let api: Api<ReplicaSet> = Api::namespaced(env.client.clone(), &env.ns);
+    let lp = ListParams::default().labels(&format!("app={name}"));
+    let sets = api.list(&lp).await?.items;
+    Ok(sets.into_iter().filter_map(|s| s.metadata.name).collect())
+}
+
 // portable
-// rule: AP-04, AP-05, EV-10, EV-12, EV-23
+// rule: AP-04, AP-05, EV-10, EV-12, EV-23, EV-51, EV-52
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-inplace").await?;
@@ -89,17 +100,28 @@ async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<(
         e.id.to_string(),
         "the applied event carries the id of the intent"
     );
+    assert_eq!(
+        e.recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str(),
+        "the applied event names the rsr's recommendation"
+    );
     env.stop_agent().await;
     Ok(())
 }
 
 // portable
-// rule: AP-19, AP-20, EV-11, EV-12
+// rule: AP-07, AP-19, AP-20, EV-11, EV-12, EV-51, EV-52, EV-55, EV-56
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-rollout").await?;
     env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    let before = env.wait_ready("web", 2).await?;
+    let old_pods: Vec<String> = before
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let old_sets = replica_sets(&env, "web").await?;
+    assert!(!old_sets.is_empty(), "no ReplicaSet before the change");
     env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
         .await?;
     env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
@@ -147,6 +169,17 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
         done.then_some(())
     })
     .await?;
+    // AP-07: the template patch started a rolling restart: a new ReplicaSet, none of the
+    // old pods left.
+    let sets = replica_sets(&env, "web").await?;
+    assert!(
+        sets.iter().any(|s| !old_sets.contains(s)),
+        "no new ReplicaSet: before {old_sets:?}, now {sets:?}"
+    );
+    for p in env.pods("web").await? {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        assert!(!old_pods.contains(&name), "old pod {name} still runs");
+    }
 
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -154,6 +187,23 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
     assert_eq!(applied[0].strategy.as_deref(), Some("rollout"));
     assert_eq!(applied[0].reason, "RecommendationApplied");
     assert_eq!(applied[0].containers.len(), 1);
+    // EV-55, EV-56: from/to hold the values before and after, of the changed resources.
+    assert_eq!(
+        serde_json::to_value(&applied[0].containers[0])?,
+        json!({"name": "app",
+            "from": {"requests": {"cpu": "200m", "memory": "256Mi"}},
+            "to": {"requests": {"cpu": "150m", "memory": "200Mi"}}})
+    );
+    // EV-51: the event names the recommendation of the rsr.
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    assert_eq!(
+        applied[0].recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str()
+    );
+    assert_eq!(
+        applied[0].recommendation_id.as_deref(),
+        Some("rec-web-150m-200Mi")
+    );
     env.stop_agent().await;
     Ok(())
 }

@@ -8,7 +8,7 @@ use e2e_support::{AgentOptions, Env, policy_spec};
 use kerf_api::event::EventType;
 
 // portable
-// rule: EV-14, EV-28, design D4
+// rule: EV-14, EV-28, EV-51, design D4
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_creates_the_rsr_and_one_skipped_mode_audit_event() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-audit").await?;
@@ -45,6 +45,11 @@ async fn audit_creates_the_rsr_and_one_skipped_mode_audit_event() -> anyhow::Res
 
     let skipped = env.wait_hub_event("web", EventType::Skipped).await?;
     assert_eq!(skipped[0].reason, "ModeAudit");
+    assert_eq!(
+        skipped[0].recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str(),
+        "the skipped event names the rsr's recommendation"
+    );
     // Several polls and passes later there is still exactly one.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let skipped = env.hub_events("web", EventType::Skipped);

@@ -10,7 +10,7 @@ use kerf_api::event::EventType;
 use serde_json::json;
 
 // portable
-// rule: GR-38, GR-39, GR-40, EV-14
+// rule: GR-38, GR-39, GR-40, EV-14, EV-51
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-blocked").await?;
@@ -32,6 +32,10 @@ async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
     );
     let events = env.wait_hub_event("web", EventType::Blocked).await?;
     assert_eq!(events[0].reason, "LowConfidence");
+    assert_eq!(
+        events[0].recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str()
+    );
 
     // Passes go on; nothing is written to the workload and the block is reported once.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -60,9 +64,10 @@ async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
 }
 
 // portable (the dev hub's down switch; the cluster is only read and written through the API)
-// rule: EV-37
+// rule: EV-37, EV-49
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Result<()> {
+    let started = chrono::Utc::now();
     let mut env = Env::start("e2e-hubdown").await?;
     env.deployment("web", 2, "200m", "256Mi").await?;
     env.wait_ready("web", 2).await?;
@@ -97,12 +102,21 @@ async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Resu
     }
 
     // Back up: the block is delivered from the outbox, and the change goes in.
+    let back_up = chrono::Utc::now();
     env.hub.set_down(false).await;
     let blocked = env.wait_hub_event("web", EventType::Blocked).await?;
     assert!(
         blocked.iter().any(|e| e.reason == "HubUnreachable"),
         "{blocked:#?}"
     );
+    // EV-49: the held event keeps the time it happened, not the time it was sent.
+    for e in blocked.iter().filter(|e| e.reason == "HubUnreachable") {
+        assert!(
+            e.time >= started && e.time <= back_up,
+            "time {} not within [{started}, {back_up}]",
+            e.time
+        );
+    }
     env.wait_phase("web", "Applied").await?;
     env.stop_agent().await;
     Ok(())

@@ -7,7 +7,7 @@ use kerf_api::event::EventType;
 use serde_json::json;
 
 // portable
-// rule: AP-21, EV-46
+// rule: AP-21, EV-46, EV-51, EV-52
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-release").await?;
@@ -47,6 +47,16 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
     let released = env.wait_hub_event("web", EventType::Released).await?;
     assert_eq!(released.len(), 1);
     assert_eq!(released[0].reason, "ModeChanged");
+    assert_eq!(
+        released[0].strategy.as_deref(),
+        Some("rollout"),
+        "{:?}",
+        released[0]
+    );
+    assert_eq!(
+        released[0].recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str()
+    );
     assert_eq!(
         released[0].details.get("previousMode").map(String::as_str),
         Some("auto-patch")

@@ -459,3 +459,40 @@ pub fn pod_resources(p: &Pod) -> Value {
         .map(|v| v["spec"]["containers"][0]["resources"].clone())
         .unwrap_or_default()
 }
+
+impl Env {
+    /// Like [`Env::start`], always on a kerf-sim built from `config` (for `sim` scenarios
+    /// that need a particular Kubernetes version or node size).
+    pub async fn start_sim(scenario: &str, config: SimConfig) -> anyhow::Result<Env> {
+        init_logs();
+        let sim = Sim::start(config).await?;
+        let client = sim.client();
+        apply_crds(&client).await?;
+        let nss: Api<Namespace> = Api::all(client.clone());
+        let body = json!({"metadata": {"name": scenario, "labels": {"kerf-e2e": "true"}}});
+        nss.create(&PostParams::default(), &serde_json::from_value(body)?)
+            .await?;
+        let hub = kerf_sim::hub::start(DevHubConfig::default()).await?;
+        hub.set_recommendations(CLUSTER, Vec::new());
+        hub.set_config(CLUSTER, ClusterConfig::default());
+        Ok(Env {
+            sim: Some(sim),
+            client,
+            hub,
+            ns: scenario.to_owned(),
+            agent: None,
+        })
+    }
+
+    /// Starts an agent with `settings` as given (stopping a running one first).
+    pub async fn start_agent_with(&mut self, settings: Settings) {
+        self.stop_agent().await;
+        let agent = Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await;
+        self.agent = Some(agent);
+    }
+
+    /// Starts an agent the scenario holds itself (several may run side by side).
+    pub async fn spawn_agent(&self, settings: Settings) -> Agent {
+        Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await
+    }
+}
