@@ -28,6 +28,8 @@ pub(crate) type Ctx = crate::sim::SimContext;
 pub struct SimState {
     pub(crate) kubelet: crate::kubelet::KubeletState,
     pub(crate) webhooks: crate::admission::WebhookRoutes,
+    /// RBAC and ResourceQuota refusals of `pods/resize`.
+    pub resize: crate::api::resize::faults::ResizeFaults,
 }
 
 impl SimState {

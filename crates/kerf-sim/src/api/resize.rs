@@ -1,6 +1,9 @@
 //! The `pods/resize` subresource (Kubernetes >= 1.33): only container resources change,
 //! the QoS class must stay, limits cannot be removed and, from 1.36, a resize beyond the
-//! node's allocatable is refused by the PodResizeValidator admission (403).
+//! node's allocatable is refused by the PodResizeValidator admission (403). RBAC denials
+//! and ResourceQuota refusals are switched on through [`faults::ResizeFaults`].
+
+pub mod faults;
 
 use serde_json::{Value, json};
 
@@ -174,6 +177,27 @@ fn admit(ctx: &SimContext, name: &str, pod: &Value) -> Result<(), ApiError> {
     ))
 }
 
+/// The RBAC check of the requesting user (`Impersonate-User`, else the admin token's user).
+fn authorize(ctx: &SimContext, req: &Req, t: &Target, name: &str) -> Result<(), ApiError> {
+    let user = req.header("impersonate-user").unwrap_or(faults::ADMIN_USER);
+    let verb = if req.method == http::Method::PUT {
+        "update"
+    } else {
+        "patch"
+    };
+    let ns = t.namespace.as_deref().unwrap_or_default();
+    ctx.state.resize.authorize(user, verb, ns, name)
+}
+
+/// The ResourceQuota admission of the pod's namespace.
+fn admit_quota(ctx: &SimContext, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let Some(ns) = old.pointer("/metadata/namespace").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let (pods, _) = ctx.store.list(&gvr::PODS, Some(ns));
+    ctx.state.resize.admit_quota(ns, name, old, new, &pods)
+}
+
 /// Applies a resize: `patched` is the pod after the client's patch; only container
 /// resources are taken from it, managedFields record what the request touched.
 pub fn apply(
@@ -190,9 +214,11 @@ pub fn apply(
         .as_str()
         .unwrap_or_default()
         .to_string();
+    authorize(ctx, req, t, &name)?;
     let mut new = take_resources(current, &patched);
     validate(&name, current, &new)?;
     admit(ctx, &name, &new)?;
+    admit_quota(ctx, &name, current, &new)?;
     let managed = if patched.pointer("/metadata/managedFields")
         != current.pointer("/metadata/managedFields")
     {
@@ -225,6 +251,9 @@ pub fn put(
     name: &str,
     obj: Value,
 ) -> Result<Value, ApiError> {
+    if t.gvr == gvr::PODS {
+        authorize(ctx, req, t, name)?;
+    }
     let current = existing(ctx, t, name)?;
     if let Some(rv) = obj
         .pointer("/metadata/resourceVersion")
