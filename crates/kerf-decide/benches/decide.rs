@@ -1,0 +1,258 @@
+//! Latency and heap allocations of `decide()`, reported as percentiles.
+//!
+//! A Deployment with 3 containers, 10 pods, an HPA, a PodDisruptionBudget and 4 windows
+//! (maintenance windows in Europe/Berlin and America/New_York, a UTC freeze window and a
+//! one-off freeze window). Three scenarios: no significant change, a block (a deferred
+//! change outside its maintenance windows) and an apply. Each call is timed on its own
+//! with `Instant`; the samples are sorted and the percentiles read off. Allocations are
+//! counted by a counting global allocator.
+//!
+//! Run: `cargo bench -p kerf-decide` (release build; prints a table).
+
+#[path = "../tests/pipeline_fixture/mod.rs"]
+mod fixture;
+
+use std::alloc::System;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use kerf_api::GoDuration;
+use kerf_api::policy::{Strategy, Window};
+use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
+use kerf_decide::facts::{ContainerFacts, ContainerRole, Facts, PodContainerFacts};
+use kerf_decide::replicas::PdbInput;
+use kerf_decide::{Outcome, decide};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const WARM_UP: usize = 10_000;
+const SAMPLES: usize = 100_000;
+const BATCH: usize = 10_000;
+
+fn recurring(schedule: &str, duration: &str, zone: &str) -> Window {
+    Window {
+        schedule: Some(schedule.into()),
+        duration: Some(GoDuration::from(duration)),
+        time_zone: Some(zone.into()),
+        ..Window::default()
+    }
+}
+
+/// The three containers: the fixture's `app`, a sidecar and a log shipper.
+fn containers() -> Vec<ContainerFacts> {
+    let app = fixture::app_container();
+    let mut proxy = fixture::app_container();
+    proxy.name = "proxy".into();
+    proxy.role = ContainerRole::RestartableInit;
+    proxy.requests = fixture::values(Some(200), Some(128 * fixture::MI));
+    proxy.limits = fixture::values(None, Some(256 * fixture::MI));
+    let mut logs = fixture::app_container();
+    logs.name = "logs".into();
+    logs.requests = fixture::values(Some(100), Some(64 * fixture::MI));
+    logs.limits = fixture::values(None, Some(128 * fixture::MI));
+    vec![app, proxy, logs]
+}
+
+/// The workload's facts; `recommended` gives per container the cpu and memory asked for.
+fn facts(recommended: [(&str, &str); 3]) -> Facts {
+    let mut f = fixture::facts();
+    f.workload.containers = containers();
+    f.workload.replicas.replicas = Some(10);
+    f.workload.replicas.pdbs = vec![PdbInput {
+        name: "checkout".into(),
+        min_available: Some("80%".into()),
+        max_unavailable: None,
+        expected_pods: 10,
+    }];
+    let template = f.pods[0].clone();
+    f.pods = (0..10)
+        .map(|i| {
+            let mut p = template.clone();
+            p.name = format!("checkout-abc-{i}");
+            p.uid = format!("uid-{i}");
+            p.containers = f
+                .workload
+                .containers
+                .iter()
+                .map(|c| PodContainerFacts {
+                    name: c.name.clone(),
+                    requests: c.requests.clone(),
+                    limits: c.limits.clone(),
+                })
+                .collect();
+            p
+        })
+        .collect();
+    f.hpa = Some(fixture::cpu_hpa(60));
+    f.recommendation.containers = f
+        .workload
+        .containers
+        .iter()
+        .zip(recommended)
+        .map(|(c, (cpu, memory))| {
+            let mut r = fixture::recommendation(cpu, memory);
+            r.name = c.name.clone();
+            r
+        })
+        .collect();
+    f
+}
+
+/// Auto-patch with four windows; `strategy` in-place applies now, deferred waits for a
+/// maintenance window (none is open at the fixture's instant, a Wednesday at 12:00 UTC).
+fn policy(strategy: Strategy) -> EffectivePolicy {
+    let mut p = fixture::policy();
+    p.strategy = Sourced::new(strategy, Layer::Policy);
+    p.maintenance_windows = Sourced::new(
+        vec![
+            recurring("0 2 * * *", "2h", "Europe/Berlin"),
+            recurring("30 22 * * 1-5", "90m", "America/New_York"),
+        ],
+        Layer::Policy,
+    );
+    p.freeze_windows = Sourced::new(
+        vec![
+            recurring("0 0 24 12 *", "48h", "UTC"),
+            Window {
+                start: Some("2026-12-31T00:00:00Z".into()),
+                end: Some("2027-01-02T00:00:00Z".into()),
+                ..Window::default()
+            },
+        ],
+        Layer::Policy,
+    );
+    p
+}
+
+struct Scenario {
+    name: &'static str,
+    facts: Facts,
+    policy: EffectivePolicy,
+    expect: &'static str,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let same = [("500m", "256Mi"), ("200m", "128Mi"), ("100m", "64Mi")];
+    let lower = [("400m", "256Mi"), ("180m", "128Mi"), ("100m", "64Mi")];
+    vec![
+        Scenario {
+            name: "no change (NoSignificantChange)",
+            facts: facts(same),
+            policy: policy(Strategy::InPlace),
+            expect: "NoSignificantChange",
+        },
+        Scenario {
+            name: "block (deferred, window closed)",
+            facts: facts(lower),
+            policy: policy(Strategy::Deferred),
+            expect: "OutsideMaintenanceWindow",
+        },
+        Scenario {
+            name: "apply (in-place, HPA coordinated)",
+            facts: facts(lower),
+            policy: policy(Strategy::InPlace),
+            expect: "apply",
+        },
+    ]
+}
+
+fn kind(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Apply(_) => "apply",
+        Outcome::Skip(s) => s.reason,
+        Outcome::Block(b) => b.reason,
+    }
+}
+
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    allocs: f64,
+    bytes: f64,
+}
+
+fn measure(s: &Scenario) -> Figures {
+    let now = fixture::now();
+    for _ in 0..WARM_UP {
+        black_box(decide(black_box(&s.facts), black_box(&s.policy), now));
+    }
+    let mut samples = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let t = Instant::now();
+        let d = decide(black_box(&s.facts), black_box(&s.policy), now);
+        drop(black_box(d));
+        samples.push(t.elapsed());
+    }
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    let region = Region::new(GLOBAL);
+    for _ in 0..1000 {
+        drop(black_box(decide(black_box(&s.facts), &s.policy, now)));
+    }
+    let stats = region.change();
+    Figures {
+        p50: at(0.50),
+        p99: at(0.99),
+        max: samples[samples.len() - 1],
+        allocs: (stats.allocations + stats.reallocations) as f64 / 1000.0,
+        bytes: stats.bytes_allocated as f64 / 1000.0,
+    }
+}
+
+/// `BATCH` calls cycling through the scenarios; the best and median of 5 runs.
+fn batch(all: &[Scenario]) -> (Duration, Duration) {
+    let now = fixture::now();
+    let mut runs: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for i in 0..BATCH {
+                let s = &all[i % all.len()];
+                drop(black_box(decide(black_box(&s.facts), &s.policy, now)));
+            }
+            t.elapsed()
+        })
+        .collect();
+    runs.sort_unstable();
+    (runs[0], runs[2])
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run a smoke
+    // pass only then.
+    let full = std::env::args().any(|a| a == "--bench");
+    let all = scenarios();
+    let now = fixture::now();
+    for s in &all {
+        let d = decide(&s.facts, &s.policy, now);
+        let got = kind(&d.outcome);
+        if got != s.expect {
+            eprintln!(
+                "scenario {:?}: expected {}, got {:?}",
+                s.name, s.expect, d.outcome
+            );
+            std::process::exit(1);
+        }
+    }
+    if !full {
+        return;
+    }
+    println!("decide(): {SAMPLES} timed calls per scenario after {WARM_UP} warm-up calls");
+    println!(
+        "{:<36} {:>9} {:>9} {:>9} {:>12} {:>12}",
+        "scenario", "p50", "p99", "max", "allocs/call", "bytes/call"
+    );
+    for s in &all {
+        let f = measure(s);
+        println!(
+            "{:<36} {:>9.2?} {:>9.2?} {:>9.2?} {:>12.1} {:>12.0}",
+            s.name, f.p50, f.p99, f.max, f.allocs, f.bytes
+        );
+    }
+    let (best, median) = batch(&all);
+    println!(
+        "{BATCH} calls on one thread (mixed scenarios): best {best:.2?}, median of 5 {median:.2?}"
+    );
+}
