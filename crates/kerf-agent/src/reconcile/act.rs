@@ -8,7 +8,7 @@ use kerf_api::Strategy;
 use kerf_api::event::{Event, EventType, EventWorkload};
 use kerf_api::policy::Mode;
 use kerf_api::rsr::{
-    ChangeProgress, ChangeRecord, ChangeState, LiveContainer, LiveValues,
+    ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer, LiveValues,
     RightsizingRecommendationStatus, StrategyStatus,
 };
 use kerf_api::wellknown as wk;
@@ -42,6 +42,12 @@ pub enum ActError {
     /// The template apply or the release failed.
     #[error("template: {0}")]
     Apply(#[from] rollout::ApplyError),
+    /// The coordinated HPA target could not be written.
+    #[error("HPA: {0}")]
+    Hpa(#[from] crate::executor::hpa::HpaError),
+    /// The eviction of an outdated OnDelete pod failed (other than a refusal).
+    #[error("eviction: {0}")]
+    Evict(#[from] crate::executor::ondelete::EvictError),
 }
 
 impl ActError {
@@ -52,6 +58,8 @@ impl ActError {
             ActError::Failpoint(_) => "failpoint",
             ActError::Resize(e) => e.category(),
             ActError::Apply(e) => e.category(),
+            ActError::Hpa(e) => e.category(),
+            ActError::Evict(e) => e.category(),
         }
     }
 }
@@ -184,6 +192,8 @@ pub struct StepCtx<'a> {
     pub workload: &'a WorkloadInfo,
     /// Its pods (non-terminating).
     pub pods: &'a [std::sync::Arc<PodInfo>],
+    /// The HPAs scaling it.
+    pub hpas: &'a [std::sync::Arc<crate::cache::HpaInfo>],
     /// Facts of the decision.
     pub facts: &'a Facts,
     /// The effective policy.
@@ -380,7 +390,7 @@ async fn refuse(
 }
 
 /// Whether the template already holds every value of the change.
-fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
+pub fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
     change.containers.iter().all(|c| {
         w.containers
             .iter()
@@ -400,6 +410,8 @@ async fn rollout_step(
     c: &StepCtx<'_>,
     out: &mut StepResult,
 ) -> Result<(), ActError> {
+    // A lower HPA target goes in before the template (design D22).
+    super::hpa_step::write_due(s, c, HpaOrder::Before).await?;
     let Some(change) = s.change.clone() else {
         return Ok(());
     };
@@ -461,6 +473,7 @@ pub async fn release(
     if !(c.may_write)() {
         return Err(ActError::NotLeader);
     }
+    super::hpa_step::restore(s, c).await?;
     if change.strategy != Strategy::InPlace {
         rollout::release(
             c.client.clone(),

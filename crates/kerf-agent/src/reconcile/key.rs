@@ -1,13 +1,16 @@
 //! One pass over one workload's rsr.
 
 use chrono::{DateTime, Utc};
-use kerf_api::rsr::{ChangeState, RightsizingRecommendationStatus};
+use kerf_api::rsr::{ChangeState, HpaOrder, RightsizingRecommendationStatus};
 use kerf_decide::Outcome;
 use kerf_decide::dedup::{self, DedupContext};
 
 use super::act::{self, StepCtx};
 use super::facts::{self, Sources};
+use super::failure::{self, Action};
 use super::healthwatch::{self, HealthCtx};
+use super::hpa_step;
+use super::ondelete_step;
 use super::report::{self, EventRecorder, RsrRef};
 use super::{InFlight, Memory};
 use crate::cache::{RsrEntry, WorkloadKey};
@@ -208,6 +211,7 @@ async fn reconcile_entry(
         return Ok(());
     }
     let pods = facts::live_pods(&ctx.cache.pods_of(key));
+    let hpas = ctx.cache.hpas_for(key);
     let may_write = || ctx.may_write();
     let rsr_ref = RsrRef {
         namespace: entry.namespace.to_string(),
@@ -226,6 +230,7 @@ async fn reconcile_entry(
             client: &ctx.client,
             workload: &workload,
             pods: &pods,
+            hpas: &hpas,
             facts: &f,
             policy: &policy,
             may_write: &may_write,
@@ -233,7 +238,15 @@ async fn reconcile_entry(
         };
         let res = act::advance(&mut s, &step).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
-        finished |= res?.finished;
+        let fail = FailCtx {
+            memory: &mut *memory,
+            writer: &mut *writer,
+            recorder,
+            rsr: &rsr_ref,
+            workload: &workload,
+            now,
+        };
+        finished |= fail.check(&mut s, res, Action::Apply).await?.finished;
     } else if let Some(modes) = act::release_due(&s, &policy)
         && !act::frozen(&f, &policy, now)
     {
@@ -241,14 +254,67 @@ async fn reconcile_entry(
             client: &ctx.client,
             workload: &workload,
             pods: &pods,
+            hpas: &hpas,
             facts: &f,
             policy: &policy,
             may_write: &may_write,
             now,
         };
-        let res = act::release(&mut s, &step, modes).await?;
-        write_and_emit(writer, &s, recorder, &rsr_ref, Some(&res)).await?;
+        let res = act::release(&mut s, &step, modes).await;
+        write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
+        let fail = FailCtx {
+            memory: &mut *memory,
+            writer: &mut *writer,
+            recorder,
+            rsr: &rsr_ref,
+            workload: &workload,
+            now,
+        };
+        fail.check(&mut s, res, Action::Release).await?;
         finished = true;
+    }
+    // A higher HPA target once the rollout completed (design D22).
+    if hpa_step::after_due(&s)
+        && s.change
+            .as_ref()
+            .is_some_and(|c| act::template_covers(c, &workload))
+        && health::rollout_complete(&workload)
+    {
+        let step = StepCtx {
+            client: &ctx.client,
+            workload: &workload,
+            pods: &pods,
+            hpas: &hpas,
+            facts: &f,
+            policy: &policy,
+            may_write: &may_write,
+            now,
+        };
+        hpa_step::write_due(&mut s, &step, HpaOrder::After).await?;
+        writer.write(&s).await?;
+    }
+    // Outdated pods of an OnDelete StatefulSet (design section 6).
+    if ondelete_step::due(&s, &workload) {
+        let all_pods = ctx.cache.pods_of(key);
+        let oc = ondelete_step::OnDeleteCtx {
+            client: &ctx.client,
+            workload: &workload,
+            pods: &all_pods,
+            settings: &ctx.settings.on_delete,
+            frozen: act::frozen(&f, &policy, now),
+            paused: f.hub.pause.is_some(),
+            may_write: &may_write,
+            now,
+        };
+        let run = ondelete_step::run(&oc, &s, &mut memory.refused_evictions).await?;
+        if let Some(at) = run.wake_at {
+            memory.wake_at(at, key);
+        }
+        for e in &run.events {
+            recorder.record(&rsr_ref, e).await;
+        }
+    } else if ondelete_step::waiting_for_controller(&s, &workload) {
+        memory.wake_at(now + ondelete_step::RECHECK, key);
     }
     // The health watch of an applied change, or the rollback of a breached one (RB-11).
     let hctx = HealthCtx {
@@ -279,6 +345,7 @@ async fn reconcile_entry(
             client: &ctx.client,
             workload: &workload,
             pods: &pods,
+            hpas: &hpas,
             facts: &f,
             policy: &policy,
             may_write: &may_write,
@@ -286,7 +353,15 @@ async fn reconcile_entry(
         };
         let res = act::advance(&mut s, &step).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
-        finished |= res?.finished;
+        let fail = FailCtx {
+            memory: &mut *memory,
+            writer: &mut *writer,
+            recorder,
+            rsr: &rsr_ref,
+            workload: &workload,
+            now,
+        };
+        finished |= fail.check(&mut s, res, Action::Apply).await?.finished;
     }
     if finished {
         s.reported = dedup::reset();
@@ -371,6 +446,45 @@ async fn write_and_emit(
         }
     }
     Ok(())
+}
+
+/// What recording a `failed` event needs.
+struct FailCtx<'a> {
+    memory: &'a mut Memory,
+    writer: &'a mut Writer,
+    recorder: &'a EventRecorder,
+    rsr: &'a RsrRef,
+    workload: &'a crate::cache::WorkloadInfo,
+    now: DateTime<Utc>,
+}
+
+impl FailCtx<'_> {
+    /// Passes a step's result on; a failed API call is counted and, once its retries are
+    /// spent, recorded as `failed` (EV-13, EV-47) before the error goes to the backoff.
+    async fn check(
+        self,
+        s: &mut RightsizingRecommendationStatus,
+        res: Result<act::StepResult, act::ActError>,
+        action: Action,
+    ) -> Result<act::StepResult, KeyError> {
+        let e = match res {
+            Ok(step) => {
+                if let Some(c) = &s.change {
+                    self.memory.failures.remove(&c.id);
+                }
+                return Ok(step);
+            }
+            Err(e) => e,
+        };
+        let ew = act::event_workload(self.workload);
+        let failed = failure::record(&mut self.memory.failures, s, ew, &e, action, self.now);
+        if let Some(event) = failed {
+            tracing::warn!(workload = %self.workload.key, reason = %event.reason, error = %e, "action failed after its retries");
+            self.writer.write(s).await?;
+            self.recorder.record(self.rsr, &event).await;
+        }
+        Err(e.into())
+    }
 }
 
 fn rolling(w: &crate::cache::WorkloadInfo) -> bool {

@@ -8,9 +8,12 @@
 
 pub mod act;
 pub mod facts;
+pub mod failure;
 mod healthwatch;
+pub mod hpa_step;
 pub mod hub_sync;
 mod key;
+pub mod ondelete_step;
 pub mod policies;
 pub mod report;
 
@@ -69,6 +72,10 @@ pub struct Memory {
     /// resourceVersions of rsrs this reconciler has written over: a cache entry still at
     /// one of them is stale, and the watch brings the newer one.
     pub superseded: HashMap<WorkloadKey, BTreeSet<String>>,
+    /// Failed attempts of an action's API call, by change id (see [`failure::record`]).
+    pub failures: HashMap<String, u32>,
+    /// OnDelete evictions refused and reported, by change id and pod.
+    pub refused_evictions: std::collections::HashSet<(String, String)>,
 }
 
 impl Memory {
@@ -149,6 +156,8 @@ pub struct Reconciler {
     watcher: Arc<crate::health::Watcher>,
     /// Whether the API server serves `pods/resize` (design D19).
     pub resize_subresource: bool,
+    /// Turns true once the hub poll of this term finished its first round.
+    first_poll: Option<watch::Receiver<bool>>,
 }
 
 impl Reconciler {
@@ -173,6 +182,32 @@ impl Reconciler {
             acks,
             memory: Memory::default(),
             watcher,
+            first_poll: None,
+        }
+    }
+
+    /// Makes the first pass wait for the first hub poll (see [`Reconciler::run`]).
+    pub fn with_first_poll(mut self, polled: watch::Receiver<bool>) -> Reconciler {
+        self.first_poll = Some(polled);
+        self
+    }
+
+    /// Waits until the first hub poll finished, for twice the poll interval at most, so a
+    /// new leader does not block every pending change `HubUnreachable` (and send those
+    /// events) only because it has not asked the hub yet.
+    async fn wait_first_poll(&mut self) {
+        let Some(mut polled) = self.first_poll.take() else {
+            return;
+        };
+        let limit = self.ctx.settings.hub.poll_interval.saturating_mul(2);
+        let mut shutdown = self.ctx.shutdown.clone();
+        tokio::select! {
+            r = tokio::time::timeout(limit, polled.wait_for(|p| *p)) => {
+                if r.is_err() {
+                    tracing::warn!(limit_s = limit.as_secs_f64(), "first hub poll not finished in time; deciding without it");
+                }
+            }
+            _ = async { let _ = shutdown.wait_for(|s| *s).await; } => {}
         }
     }
 
@@ -231,6 +266,7 @@ impl Reconciler {
         let mut shutdown = self.ctx.shutdown.clone();
         let mut leader = self.ctx.leader.clone();
         self.restore_pending();
+        self.wait_first_poll().await;
         self.sync_rsrs().await;
         let mut dirty = self.all_keys();
         let mut resync = tokio::time::interval(RESYNC);
@@ -409,6 +445,7 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
         ..crate::outbox::OutboxConfig::default()
     };
     let outbox = Outbox::new(outbox_config, ctx.metrics.outbox.clone(), Some(reporter));
+    let mut first_poll = None;
     let hub_rx = match ctx.settings.hub.url.clone() {
         Some(url) => {
             let mut cfg = crate::hub::HubClientConfig::new(url, ctx.settings.cluster_name.clone());
@@ -424,7 +461,9 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
                         let client = client.clone();
                         async move { outbox.run(client).await }
                     });
-                    tasks.spawn(poll_hub(client, ctx.clone()));
+                    let (polled_tx, polled_rx) = watch::channel(false);
+                    first_poll = Some(polled_rx);
+                    tasks.spawn(poll_hub(client, ctx.clone(), polled_tx));
                     rx
                 }
                 Err(e) => {
@@ -435,15 +474,23 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
         }
         None => watch::channel(HubState::default()).1,
     };
-    tasks.spawn(Reconciler::new(ctx, hub_rx, outbox, acks).run());
+    let mut reconciler = Reconciler::new(ctx, hub_rx, outbox, acks);
+    if let Some(polled) = first_poll {
+        reconciler = reconciler.with_first_poll(polled);
+    }
+    tasks.spawn(reconciler.run());
     tasks
 }
 
 /// The hub poll of one leader term (design section 9, D26): restores the configuration
 /// kept in `kerf-hub-state`, then every `hub.pollInterval` fetches the configuration and
 /// the recommendations, keeps a changed configuration in `kerf-hub-state` and puts the
-/// inventory when it changed.
-pub async fn poll_hub(client: Arc<crate::hub::HubClient>, ctx: Context) {
+/// inventory when it changed. `polled` turns true when the first round finished.
+pub async fn poll_hub(
+    client: Arc<crate::hub::HubClient>,
+    ctx: Context,
+    polled: watch::Sender<bool>,
+) {
     let interval = ctx.settings.hub.poll_interval;
     let mut shutdown = ctx.shutdown.clone();
     let mut sync = hub_sync::HubSync::new(client, ctx);
@@ -459,5 +506,6 @@ pub async fn poll_hub(client: Arc<crate::hub::HubClient>, ctx: Context) {
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
         }
         sync.poll_once().await;
+        polled.send_replace(true);
     }
 }

@@ -1,0 +1,135 @@
+//! HPA coordination of a change (design D22, rules AP-22, EV-60, RB-24).
+//!
+//! The decision puts the HPA change in the intent (`status.change.hpa`). A lower target
+//! (order Before) is written before the template apply, a higher one (order After) once
+//! the rollout completed; either is marked `written` in the intent. Leaving auto-patch
+//! writes the old target back. Every write goes through
+//! [`write_hpa_target`](crate::executor::hpa::write_hpa_target), which tests the value it
+//! replaces: a target someone else changed meanwhile is left alone. Each step starts from
+//! the HPA as the cache shows it, so a resumed change writes nothing twice.
+
+use kerf_api::rsr::{ChangeState, HpaChange, HpaOrder, RightsizingRecommendationStatus};
+
+use super::act::{ActError, StepCtx};
+use crate::cache::HpaInfo;
+use crate::cache::cluster::HpaResourceMetric;
+use crate::executor::hpa::{HpaError, MetricSource, write_hpa_target};
+
+/// What a target write found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetWrite {
+    /// The target was `old` and is now `new`.
+    Written,
+    /// The target already is `new` (a resumed step).
+    AlreadyThere,
+    /// The HPA or its metric is gone, or someone else set another target: left alone.
+    LeftAlone,
+}
+
+fn metric<'a>(info: &'a HpaInfo, h: &HpaChange) -> Option<&'a HpaResourceMetric> {
+    info.resource_metrics
+        .iter()
+        .find(|m| m.resource == h.resource.as_str() && m.target_type == "Utilization")
+}
+
+/// Moves the target of `h`'s HPA from `old` to `new` if it still is `old`.
+pub async fn write_target(
+    c: &StepCtx<'_>,
+    h: &HpaChange,
+    old: i32,
+    new: i32,
+) -> Result<TargetWrite, ActError> {
+    let Some(info) = c.hpas.iter().find(|i| i.name == h.name) else {
+        return Ok(TargetWrite::LeftAlone);
+    };
+    let Some(m) = metric(info, h) else {
+        return Ok(TargetWrite::LeftAlone);
+    };
+    if m.average_utilization == Some(new) {
+        return Ok(TargetWrite::AlreadyThere);
+    }
+    if m.average_utilization != Some(old) {
+        tracing::warn!(hpa = %h.name, target = ?m.average_utilization, expected = old, "HPA target changed by someone else: left alone");
+        return Ok(TargetWrite::LeftAlone);
+    }
+    if !(c.may_write)() {
+        return Err(ActError::NotLeader);
+    }
+    let source = if m.container.is_some() {
+        MetricSource::ContainerResource
+    } else {
+        MetricSource::Resource
+    };
+    let res = write_hpa_target(
+        c.client.clone(),
+        &info.namespace,
+        &info.name,
+        m.index,
+        source,
+        old,
+        new,
+    )
+    .await;
+    match res {
+        Ok(_) => Ok(TargetWrite::Written),
+        Err(HpaError::NotFound { .. }) => Ok(TargetWrite::LeftAlone),
+        Err(HpaError::Invalid { message }) => {
+            tracing::warn!(hpa = %h.name, %message, "HPA target changed by someone else: left alone");
+            Ok(TargetWrite::LeftAlone)
+        }
+        Err(e) => Err(ActError::Hpa(e)),
+    }
+}
+
+/// Writes the change's HPA target if it is due in `order` and not written yet, and marks
+/// it `written`.
+pub async fn write_due(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+    order: HpaOrder,
+) -> Result<(), ActError> {
+    let Some(h) = s.change.as_ref().and_then(|ch| ch.hpa.clone()) else {
+        return Ok(());
+    };
+    if h.order != order || h.written || h.from == h.to {
+        return Ok(());
+    }
+    let done = write_target(c, &h, h.from, h.to).await?;
+    if done != TargetWrite::LeftAlone
+        && let Some(hpa) = s.change.as_mut().and_then(|ch| ch.hpa.as_mut())
+    {
+        hpa.written = true;
+    }
+    Ok(())
+}
+
+/// Whether an applied change still has a higher target to write once its rollout
+/// completed.
+pub fn after_due(s: &RightsizingRecommendationStatus) -> bool {
+    s.change.as_ref().is_some_and(|c| {
+        c.state == ChangeState::Applied
+            && c.hpa
+                .as_ref()
+                .is_some_and(|h| h.order == HpaOrder::After && !h.written && h.from != h.to)
+    })
+}
+
+/// Writes the old target back when a change leaves auto-patch (D22, RB-24).
+pub async fn restore(
+    s: &mut RightsizingRecommendationStatus,
+    c: &StepCtx<'_>,
+) -> Result<(), ActError> {
+    let Some(h) = s.change.as_ref().and_then(|ch| ch.hpa.clone()) else {
+        return Ok(());
+    };
+    if !h.written {
+        return Ok(());
+    }
+    let done = write_target(c, &h, h.to, h.from).await?;
+    if done != TargetWrite::LeftAlone
+        && let Some(hpa) = s.change.as_mut().and_then(|ch| ch.hpa.as_mut())
+    {
+        hpa.written = false;
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! e2e: an OnDelete StatefulSet: after the rollout patched its template, the agent evicts
+//! the outdated pods itself, highest ordinal first, one per run, each once every pod has
+//! been Ready for `onDelete.settle`; a PodDisruptionBudget's refusal is recorded as
+//! `blocked PodDisruptionBudget` with the pod and the eviction is tried again.
+
+mod e2e_support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, eventually, is_ready, policy_spec};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kerf_agent::clock::SystemClock;
+use kerf_agent::runtime::Agent;
+use kerf_api::event::EventType;
+use kerf_api::hub::Recommendation;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+async fn statefulset(env: &Env, name: &str) -> anyhow::Result<()> {
+    let labels = json!({"app": name});
+    let s: StatefulSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": env.ns, "labels": labels},
+        "spec": {"replicas": 3, "serviceName": name, "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                "name": "app", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}
+    }))?;
+    let pp = PostParams {
+        field_manager: Some(USER_MANAGER.into()),
+        ..PostParams::default()
+    };
+    let api: Api<StatefulSet> = Api::namespaced(env.client.clone(), &env.ns);
+    api.create(&pp, &s).await?;
+    Ok(())
+}
+
+fn recommendation(env: &Env, name: &str) -> anyhow::Result<Recommendation> {
+    Ok(serde_json::from_value(json!({
+        "workload": {"namespace": env.ns, "kind": "StatefulSet", "name": name},
+        "recommendationID": format!("rec-{name}"),
+        "generatedAt": chrono::Utc::now(),
+        "confidence": "0.9",
+        "dataCoverage": {"covered": "336h", "window": "336h"},
+        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
+            "headroomPercent": 15, "limits": "Keep"},
+        "containers": [{"name": "app", "requests": {"cpu": "150m", "memory": "256Mi"},
+            "confidence": "0.9"}],
+    }))?)
+}
+
+/// Long enough for a refused eviction: the eviction timeout and a margin.
+fn executor_wait() -> Duration {
+    kerf_agent::executor::ondelete::EVICTION_TIMEOUT + Duration::from_secs(20)
+}
+
+/// An agent with `onDelete.settle` `settle`.
+async fn agent(env: &Env, settle: Duration) -> anyhow::Result<Agent> {
+    let mut settings = env.settings(&AgentOptions::default())?;
+    settings.on_delete.settle = settle;
+    assert_eq!(settings.on_delete.max_pod_deletes_per_run, 1);
+    Ok(Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await)
+}
+
+/// The pods' uids by name and their CPU requests, once every pod is Ready.
+async fn ready_pods(env: &Env, name: &str) -> Option<BTreeMap<String, (String, String)>> {
+    let pods = env.pods(name).await.ok()?;
+    if pods.len() != 3 || !pods.iter().all(is_ready) {
+        return None;
+    }
+    Some(
+        pods.iter()
+            .map(|p| {
+                let cpu = e2e_support::pod_resources(p)["requests"]["cpu"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                (p.metadata.name.clone().unwrap_or_default(), (uid, cpu))
+            })
+            .collect(),
+    )
+}
+
+// portable
+// rule: AP-52, AP-53, AP-54, AP-56, AP-59
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outdated_on_delete_pods_are_evicted_highest_ordinal_first() -> anyhow::Result<()> {
+    let env = Env::start("e2e-ondelete").await?;
+    statefulset(&env, "db").await?;
+    let before = eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
+    env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
+        .await?;
+    env.hub
+        .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
+    let agent = agent(&env, Duration::from_secs(1)).await?;
+    env.wait_phase("db", "Applied").await?;
+
+    // Poll the pods and note the order in which they were replaced.
+    let mut order: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while order.len() < 3 {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "pods replaced so far: {order:?}"
+        );
+        let pods = env.pods("db").await?;
+        let missing = 3 - pods.len().min(3);
+        let not_ready = pods.iter().filter(|p| !is_ready(p)).count();
+        assert!(
+            missing + not_ready <= 1,
+            "more than one pod replaced at once"
+        );
+        for p in &pods {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let replaced = before
+                .get(&name)
+                .is_some_and(|(uid, _)| p.metadata.uid.as_deref() != Some(uid.as_str()));
+            if replaced && !order.contains(&name) {
+                order.push(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(order, ["db-2", "db-1", "db-0"]);
+    let after = eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
+    for (name, (_, cpu)) in &after {
+        assert_eq!(cpu, "150m", "{name}");
+    }
+    agent.stop().await;
+    Ok(())
+}
+
+// portable
+// rule: AP-60, AP-61
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_eviction_is_blocked_pod_disruption_budget_and_retried() -> anyhow::Result<()> {
+    let env = Env::start("e2e-ondelete-pdb").await?;
+    statefulset(&env, "db").await?;
+    eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
+    env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
+        .await?;
+    env.hub
+        .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
+    // The pods settle for 4s: the budget goes in after the template patch, before the
+    // first eviction (a budget allowing no disruption would block the change itself).
+    let agent = agent(&env, Duration::from_secs(4)).await?;
+    env.wait_phase("db", "Applied").await?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &env.ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": env.ns},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "db"}}}
+    }))?;
+    pdbs.create(&PostParams::default(), &pdb).await?;
+
+    // The client retries a 429 itself for a while before the refusal shows (EV-42).
+    let wait = executor_wait();
+    let blocked = eventually("a blocked PodDisruptionBudget event", wait, || async {
+        let found: Vec<_> = env
+            .hub_events("db", EventType::Blocked)
+            .into_iter()
+            .filter(|e| e.reason == "PodDisruptionBudget")
+            .collect();
+        (!found.is_empty()).then_some(found)
+    })
+    .await?;
+    assert_eq!(
+        blocked[0].details.get("pod").map(String::as_str),
+        Some("db-2")
+    );
+    let pods = env.pods("db").await?;
+    assert!(
+        pods.iter()
+            .all(|p| e2e_support::pod_resources(p)["requests"]["cpu"] == "200m"),
+        "a pod was replaced despite the budget"
+    );
+
+    // Once the budget allows it, the retry replaces the pods.
+    pdbs.delete("db", &DeleteParams::default()).await?;
+    eventually("every pod at 150m", wait, || async {
+        let pods = ready_pods(&env, "db").await?;
+        pods.values().all(|(_, cpu)| cpu == "150m").then_some(())
+    })
+    .await?;
+    let again = env
+        .hub_events("db", EventType::Blocked)
+        .into_iter()
+        .filter(|e| e.reason == "PodDisruptionBudget")
+        .count();
+    assert_eq!(again, 1, "the refusal is reported once");
+    agent.stop().await;
+    Ok(())
+}
