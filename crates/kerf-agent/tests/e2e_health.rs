@@ -268,7 +268,7 @@ async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> 
 }
 
 // sim
-// rule: RB-28, RB-30
+// rule: RB-02, RB-28, RB-30
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-health-frozen").await?;

@@ -131,7 +131,7 @@ pub struct Watcher {
     delay: Duration,
     oom: Mutex<OomTracker>,
     scrapes: Mutex<HashMap<String, FirstScrape>>,
-    attempts: Mutex<HashMap<String, u32>>,
+    attempts: Mutex<HashMap<String, rollback::Attempts>>,
 }
 
 impl Watcher {

@@ -176,6 +176,15 @@ impl Watcher {
             .as_ref()
             .filter(|r| r.change_id == change.id)
             .map_or_else(|| change.resources.clone(), |r| r.resources.clone());
+        if let Some(at) = self.retry_not_due(&change.id, ctx.now) {
+            // A pass woken by anything else before the retry is due restores nothing, so a
+            // refused restore is retried with backoff, not on every status update.
+            return Ok(RollbackOutcome::Retry {
+                at,
+                events: Vec::new(),
+                error: format!("the next restore attempt is due at {at}"),
+            });
+        }
         let mut events: Vec<Event> = change
             .pending_events
             .iter()
@@ -188,12 +197,16 @@ impl Watcher {
                     c.state = ChangeState::RolledBack;
                 }
                 writer.write(status).await?;
-                self.attempts_of(&change.id, |a| *a = 0);
+                self.attempts_of(&change.id, |a| *a = Attempts::default());
                 Ok(RollbackOutcome::Done { events })
             }
             Err(RestoreError::NotLeader) => Err(HealthError::NotLeader),
             Err(RestoreError::Failed(message)) => {
-                let n = self.attempts_of(&change.id, |a| *a += 1);
+                let at = ctx.now;
+                let n = self.attempts_of(&change.id, |a| {
+                    a.failed += 1;
+                    a.next = Some(at + backoff(a.failed));
+                });
                 tracing::warn!(change = %change.id, attempt = n, error = %message, "rollback restore failed; retrying");
                 if n == FAILED_AFTER_ATTEMPTS {
                     let e = intent::failed_event(
@@ -218,12 +231,30 @@ impl Watcher {
         }
     }
 
-    fn attempts_of(&self, change_id: &str, f: impl FnOnce(&mut u32)) -> u32 {
+    fn attempts_of(&self, change_id: &str, f: impl FnOnce(&mut Attempts)) -> u32 {
         let mut map = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
-        let a = map.entry(change_id.to_owned()).or_insert(0);
+        let a = map.entry(change_id.to_owned()).or_default();
         f(a);
-        *a
+        a.failed
     }
+
+    /// When the next restore attempt of `change_id` is due, if that is after `now`.
+    fn retry_not_due(&self, change_id: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let map = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(change_id)
+            .and_then(|a| a.next)
+            .filter(|next| now < *next)
+    }
+}
+
+/// The failed restore attempts of one change, kept in memory: a restarted agent retries at
+/// once and counts again.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Attempts {
+    /// Failed attempts so far.
+    failed: u32,
+    /// When the next attempt is due.
+    next: Option<DateTime<Utc>>,
 }
 
 /// The retry delay after `attempts` failures: doubling from [`RETRY_BASE`] up to
