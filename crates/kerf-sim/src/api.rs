@@ -1,13 +1,16 @@
 //! The HTTP API server of the simulated cluster: request parsing, routing to the verbs and
 //! rendering of answers and errors as the real kube-apiserver renders them.
 
+pub mod audit;
 pub mod crd_schema;
 pub mod defaults;
 pub mod discovery;
 pub mod eviction;
 pub mod fields;
 pub mod kubeconfig;
+pub mod list;
 pub mod patch;
+pub mod protobuf;
 pub mod resize;
 pub mod routes;
 pub mod selectors;

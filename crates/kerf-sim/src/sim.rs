@@ -70,6 +70,8 @@ pub struct SimContext {
     pub clock: Clock,
     /// Run-time state of the kubelet and admission (injected faults, counters, webhook routes).
     pub state: crate::controllers::SimState,
+    /// Every request the API server answered (see [`crate::api::audit`]).
+    pub audit: crate::api::audit::Audit,
 }
 
 impl SimContext {
@@ -81,6 +83,7 @@ impl SimContext {
             config,
             clock,
             state: Default::default(),
+            audit: Default::default(),
         }
     }
 }
@@ -165,6 +168,12 @@ impl Sim {
     /// The shared context (store, configuration, clock).
     pub fn context(&self) -> &SimContext {
         &self.ctx
+    }
+
+    /// The log of the requests the API server answered: counters of all and of mutating
+    /// requests, snapshot and reset (see [`crate::api::audit`]).
+    pub fn audit(&self) -> &crate::api::audit::Audit {
+        &self.ctx.audit
     }
 
     /// Stops the server, the controllers and the kubelet.

@@ -1,12 +1,17 @@
 //! The in-memory object store behind the simulated API server: typed by [`Gvr`], one global
 //! resourceVersion counter, a bounded event history for watches and a broadcast of every
 //! change. The HTTP layer, the controllers and the kubelet all write through it.
+//!
+//! Each object version is kept once, as JSON text ([`StoredObject`]), shared by the store,
+//! the history and the broadcast; readers that change objects get parsed copies.
 
 mod error;
 mod gc;
 pub mod gvr;
 mod history;
+mod list;
 mod object;
+mod stored;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +23,9 @@ use tokio::sync::broadcast;
 use crate::api::fields;
 pub use error::ApiError;
 use history::History;
+pub use list::{Page, PageQuery};
 use object::{merge_for_write, prepare_create, same_content};
+pub use stored::StoredObject;
 
 /// A group/version/resource with its kind and scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,20 +128,31 @@ pub struct StoreEvent {
     pub resource: String,
     /// What happened.
     pub event_type: StoreEventType,
-    /// The object after the change (for deletes: as deleted, with the delete's RV).
-    pub object: Value,
+    /// The object after the change (for deletes: as deleted, with the delete's RV), shared
+    /// with the store, the watch history and every subscriber.
+    pub object: Arc<StoredObject>,
     /// The RV of the change.
     pub resource_version: u64,
 }
+
+/// Changes a subscriber may fall behind by before it gets `Lagged` (a watch then ends with
+/// 410 Expired). Slots share the stored objects; an overwritten slot keeps an old object
+/// version (a few KiB of JSON) alive until it is reused.
+const BROADCAST_CAPACITY: usize = 65_536;
 
 /// Supplies the wall-clock time stamps written into objects.
 pub type TimeSource = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 struct Inner {
     rv: u64,
-    objects: HashMap<String, BTreeMap<String, Value>>,
+    /// Per resource key, the objects by `namespace/name` (`/name` for cluster-scoped kinds),
+    /// so that a namespace is a contiguous key range and lists come out in the API server's
+    /// order.
+    objects: HashMap<String, BTreeMap<String, Arc<StoredObject>>>,
     history: History,
     kinds: BTreeMap<String, Gvr>,
+    /// Left by the last unfiltered page for the next one of its walk.
+    count_hint: Option<list::CountHint>,
 }
 
 /// The shared object store.
@@ -173,8 +191,9 @@ impl Store {
             objects: HashMap::new(),
             history: History::default(),
             kinds,
+            count_hint: None,
         };
-        let (tx, _) = broadcast::channel(65_536);
+        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
         Store {
             inner: Arc::new(Mutex::new(inner)),
             tx,
@@ -227,31 +246,16 @@ impl Store {
         self.lock().rv
     }
 
-    /// One object.
+    /// One object (a copy the caller may change).
     pub fn get(&self, gvr: &Gvr, namespace: Option<&str>, name: &str) -> Option<Value> {
         let ns = if gvr.namespaced { namespace } else { None };
-        self.lock()
+        let stored = self
+            .lock()
             .objects
             .get(&gvr.key())?
             .get(&obj_key(ns, name))
-            .cloned()
-    }
-
-    /// All objects of a kind (in one namespace, or all when None), sorted by namespace and
-    /// name, with the store's current RV.
-    pub fn list(&self, gvr: &Gvr, namespace: Option<&str>) -> (Vec<Value>, u64) {
-        let inner = self.lock();
-        let items = match inner.objects.get(&gvr.key()) {
-            Some(m) => m
-                .values()
-                .filter(|o| {
-                    namespace.is_none() || !gvr.namespaced || meta_str(o, "namespace") == namespace
-                })
-                .cloned()
-                .collect(),
-            None => Vec::new(),
-        };
-        (items, inner.rv)
+            .cloned()?;
+        Some(stored.value())
     }
 
     /// A receiver of every change from now on.
@@ -330,7 +334,7 @@ impl Store {
             .objects
             .get(&gvr.key())
             .and_then(|m| m.get(&key))
-            .cloned()
+            .map(|o| o.value())
         else {
             return Err(ApiError::not_found(gvr, &name));
         };
@@ -399,7 +403,7 @@ impl Store {
                 .objects
                 .get(&gvr.key())
                 .and_then(|m| m.get(&key))
-                .cloned()
+                .map(|o| o.value())
             else {
                 return Err(ApiError::not_found(gvr, name));
             };
@@ -439,12 +443,13 @@ fn commit(
     inner.rv += 1;
     let rv = inner.rv;
     obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let stored = Arc::new(StoredObject::new(&obj));
     inner
         .objects
         .entry(gvr.key())
         .or_default()
-        .insert(key, obj.clone());
-    publish(tx, inner, gvr, event_type, obj.clone(), rv);
+        .insert(key, Arc::clone(&stored));
+    publish(tx, inner, gvr, event_type, stored, rv);
     Ok(obj)
 }
 
@@ -461,7 +466,8 @@ fn remove(
     inner.rv += 1;
     let rv = inner.rv;
     obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-    publish(tx, inner, gvr, StoreEventType::Deleted, obj.clone(), rv);
+    let stored = Arc::new(StoredObject::new(&obj));
+    publish(tx, inner, gvr, StoreEventType::Deleted, stored, rv);
     Ok(obj)
 }
 
@@ -470,7 +476,7 @@ fn publish(
     inner: &mut Inner,
     gvr: &Gvr,
     event_type: StoreEventType,
-    object: Value,
+    object: Arc<StoredObject>,
     rv: u64,
 ) {
     let ev = StoreEvent {

@@ -1,6 +1,5 @@
-//! Request bodies the simulated server does not decode (protobuf, which kubectl's typed
-//! clients send for `kubectl create namespace|deployment|configmap`) get the real server's
-//! 415 for an unknown body format; and the `scale` subresource that `kubectl scale` uses.
+//! The `scale` subresource that `kubectl scale` uses, and kubectl's apply route (protobuf
+//! bodies are covered in `api_protobuf.rs`).
 
 use std::process::Command;
 
@@ -16,29 +15,6 @@ async fn sim() -> anyhow::Result<Sim> {
         ..SimConfig::default()
     })
     .await
-}
-
-const UNKNOWN_FORMAT: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml";
-
-#[tokio::test]
-async fn a_protobuf_body_gets_415_naming_the_accepted_media_types() -> anyhow::Result<()> {
-    let sim = sim().await?;
-    let body = b"k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12\x07\n\x05\n\x01x".to_vec();
-    let req = http::Request::post("/api/v1/namespaces")
-        .header("content-type", "application/vnd.kubernetes.protobuf")
-        .header(
-            "accept",
-            "application/vnd.kubernetes.protobuf,application/json",
-        )
-        .body(body)?;
-    match sim.client().request_text(req).await {
-        Err(kube::Error::Api(s)) => {
-            assert_eq!((s.code, s.reason.as_str()), (415, "UnsupportedMediaType"));
-            assert_eq!(s.message, UNKNOWN_FORMAT);
-        }
-        other => panic!("expected 415, got {other:?}"),
-    }
-    Ok(())
 }
 
 #[tokio::test]
@@ -92,7 +68,7 @@ fn kubectl(sim: &Sim, args: &str, stdin: Option<&str>) -> anyhow::Result<(bool, 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_is_refused_and_the_documented_apply_route_works() -> anyhow::Result<()> {
+async fn kubectl_apply_of_generated_yaml_and_scale_work() -> anyhow::Result<()> {
     if Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -103,8 +79,6 @@ async fn kubectl_create_is_refused_and_the_documented_apply_route_works() -> any
         return Ok(());
     }
     let sim = sim().await?;
-    let (ok, out) = kubectl(&sim, "create namespace x", None)?;
-    assert!(!ok && out.contains(UNKNOWN_FORMAT), "{out}");
     let (ok, yaml) = kubectl(&sim, "create namespace x --dry-run=client -o yaml", None)?;
     assert!(ok, "{yaml}");
     let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;

@@ -70,6 +70,10 @@ pub fn apply(g: &Gvr, obj: &mut Value) {
         }
         return;
     }
+    if *g == gvr::NAMESPACES {
+        namespace(obj);
+        return;
+    }
     if !matches!(
         kind,
         "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
@@ -86,20 +90,11 @@ pub fn apply(g: &Gvr, obj: &mut Value) {
     match kind {
         "Deployment" => {
             set_default(spec, "replicas", json!(1));
-            set_default(spec, "strategy", json!({"type": "RollingUpdate"}));
-            if spec["strategy"]["type"] == "RollingUpdate" {
-                set_default(&mut spec["strategy"], "rollingUpdate", json!({}));
-                set_default(
-                    &mut spec["strategy"]["rollingUpdate"],
-                    "maxUnavailable",
-                    json!("25%"),
-                );
-                set_default(
-                    &mut spec["strategy"]["rollingUpdate"],
-                    "maxSurge",
-                    json!("25%"),
-                );
-            }
+            rolling_update(
+                spec,
+                "strategy",
+                &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))],
+            );
             set_default(spec, "revisionHistoryLimit", json!(10));
             set_default(spec, "progressDeadlineSeconds", json!(600));
         }
@@ -107,11 +102,7 @@ pub fn apply(g: &Gvr, obj: &mut Value) {
         "StatefulSet" => {
             set_default(spec, "replicas", json!(1));
             set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-            set_default(
-                spec,
-                "updateStrategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-            );
+            rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
             set_default(spec, "revisionHistoryLimit", json!(10));
             set_default(
                 spec,
@@ -120,12 +111,98 @@ pub fn apply(g: &Gvr, obj: &mut Value) {
             );
         }
         _ => {
-            set_default(
+            rolling_update(
                 spec,
                 "updateStrategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
             );
             set_default(spec, "revisionHistoryLimit", json!(10));
         }
+    }
+}
+
+/// Defaults an update strategy as the apps/v1 defaulters do: a missing or empty `type` is
+/// `RollingUpdate`, and a rolling update gets `rollingUpdate` with each of `fields` it lacks
+/// (so `strategy: {}` from a generated body ends up fully defaulted).
+fn rolling_update(spec: &mut Value, key: &str, fields: &[(&str, Value)]) {
+    set_default(spec, key, json!({}));
+    let Some(strategy) = spec.get_mut(key).filter(|s| s.is_object()) else {
+        return;
+    };
+    if strategy
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        strategy["type"] = json!("RollingUpdate");
+    }
+    if strategy["type"] != "RollingUpdate" {
+        return;
+    }
+    if strategy.get("rollingUpdate").is_none_or(Value::is_null) {
+        strategy["rollingUpdate"] = json!({});
+    }
+    for (field, v) in fields {
+        set_default(&mut strategy["rollingUpdate"], field, v.clone());
+    }
+}
+
+/// Fills what the namespace strategy sets on create: the `kubernetes` finalizer and phase
+/// `Active` (an update keeps what the object holds).
+fn namespace(obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    set_default(obj, "spec", json!({}));
+    if obj["spec"].get("finalizers").is_none_or(Value::is_null) {
+        obj["spec"]["finalizers"] = json!(["kubernetes"]);
+    }
+    set_default(obj, "status", json!({}));
+    set_default(&mut obj["status"], "phase", json!("Active"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_deployment_strategy_gets_a_defaulted_rolling_update() {
+        let mut d = json!({"spec": {"strategy": {}, "template": {"spec": {"containers": []}}}});
+        let g = gvr::DEPLOYMENTS;
+        apply(&g, &mut d);
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        let mut r = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        apply(&g, &mut r);
+        assert_eq!(r["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    #[test]
+    fn a_daemonset_and_statefulset_get_their_rolling_update_fields() {
+        let mut ds = json!({"spec": {"updateStrategy": {"rollingUpdate": {"maxSurge": 1}}}});
+        apply(&gvr::DAEMONSETS, &mut ds);
+        assert_eq!(
+            ds["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}})
+        );
+        let mut sts = json!({"spec": {"updateStrategy": {"type": ""}}});
+        apply(&gvr::STATEFULSETS, &mut sts);
+        assert_eq!(
+            sts["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        );
+    }
+
+    #[test]
+    fn a_new_namespace_is_active_with_the_kubernetes_finalizer() {
+        let mut ns = json!({"metadata": {"name": "a"}});
+        apply(&gvr::NAMESPACES, &mut ns);
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(ns["status"]["phase"], "Active");
+        let mut ending = json!({"metadata": {"name": "b"}, "status": {"phase": "Terminating"}});
+        apply(&gvr::NAMESPACES, &mut ending);
+        assert_eq!(ending["status"]["phase"], "Terminating");
     }
 }

@@ -82,7 +82,7 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
         (&Method::GET, None, _) if req.flag("watch") || req.path.contains("/watch/") => {
             return super::watch::serve(ctx, req, t).await;
         }
-        (&Method::GET, None, _) => list(ctx, req, t),
+        (&Method::GET, None, _) => return super::list::serve(ctx, req, t),
         (&Method::GET, Some(name), _) => get(ctx, req, t, name),
         (&Method::POST, None, None) => create(ctx, req, t).await.map(|v| (201, v)),
         (&Method::POST, Some(_), Some("eviction")) => super::eviction::evict(ctx, req, t),
@@ -170,68 +170,6 @@ pub fn write_scale(
     Ok(scale_of(t, &out))
 }
 
-fn list(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
-    if req.q("resourceVersionMatch") == Some("Exact")
-        && let Some(rv) = req.q("resourceVersion").and_then(|r| r.parse::<u64>().ok())
-        && rv < ctx.store.history_start()
-    {
-        return Err(ApiError::new(
-            410,
-            "Expired",
-            "The resourceVersion for the provided list is too old.",
-            None,
-        ));
-    }
-    let (items, rv) = filtered_list(ctx, req, t)?;
-    let limit = req
-        .q("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
-    let start = match req.q("continue").filter(|c| !c.is_empty()) {
-        Some(c) => decode_continue(c)?,
-        None => 0,
-    };
-    let total = items.len();
-    let end = limit.map_or(total, |l| (start + l).min(total));
-    let page: Vec<Value> = items
-        .into_iter()
-        .skip(start)
-        .take(end.saturating_sub(start))
-        .collect();
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if end < total {
-        metadata["continue"] = json!(encode_continue(end));
-        metadata["remainingItemCount"] = json!(total - end);
-    }
-    Ok((
-        200,
-        json!({
-            "kind": format!("{}List", t.gvr.kind),
-            "apiVersion": t.gvr.api_version(),
-            "metadata": metadata,
-            "items": page,
-        }),
-    ))
-}
-
-fn encode_continue(offset: usize) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(format!("{{\"offset\":{offset}}}"))
-}
-
-fn decode_continue(c: &str) -> Result<usize, ApiError> {
-    use base64::Engine;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(c)
-        .map_err(|_| ApiError::bad_request("continue key is not valid"))?;
-    let v: Value = serde_json::from_slice(&bytes)
-        .map_err(|_| ApiError::bad_request("continue key is not valid"))?;
-    v["offset"]
-        .as_u64()
-        .map(|o| o as usize)
-        .ok_or_else(|| ApiError::bad_request("continue key is not valid"))
-}
-
 /// The objects of a list request after namespace, label and field selection, and the RV.
 pub fn filtered_list(
     ctx: &SimContext,
@@ -250,9 +188,16 @@ pub fn filtered_list(
     Ok((items, rv))
 }
 
-/// Parses a JSON (or YAML) request body, with the server's error for malformed input.
-pub fn decode_body(req: &Req, kind: &str) -> Result<Value, ApiError> {
+/// Parses a JSON, YAML or (for the built-in kinds) protobuf request body for the object
+/// a create or update of `t` takes, with the server's error for malformed input.
+pub fn decode_body(req: &Req, t: &Target) -> Result<Value, ApiError> {
+    let kind = t.gvr.kind;
     let ct = req.content_type();
+    if ct == super::protobuf::MEDIA_TYPE
+        && let Some((api_version, body_kind)) = protobuf_kind(t)
+    {
+        return super::protobuf::decode(&req.body, &api_version, body_kind);
+    }
     let parsed: Result<Value, String> = match ct {
         "application/json" | "" | "*/*" => serde_json::from_slice(&req.body).map_err(|e| {
             if e.is_eof() {
@@ -262,12 +207,7 @@ pub fn decode_body(req: &Req, kind: &str) -> Result<Value, ApiError> {
             }
         }),
         "application/yaml" => serde_yaml::from_slice(&req.body).map_err(|e| e.to_string()),
-        _ => {
-            return Err(unknown_body_format(&[
-                "application/json",
-                "application/yaml",
-            ]));
-        }
+        _ => return Err(unknown_body_format(&accepted_media_types(t))),
     };
     parsed.map_err(|e| {
         let text = String::from_utf8_lossy(&req.body);
@@ -279,10 +219,30 @@ pub fn decode_body(req: &Req, kind: &str) -> Result<Value, ApiError> {
     })
 }
 
-/// 415 for a request body in a format the server does not decode for this resource, e.g.
-/// protobuf (`application/vnd.kubernetes.protobuf`, which kubectl's typed clients send for
-/// `kubectl create namespace|deployment|...`): the real server's answer for a kind that has
-/// no protobuf encoding (custom resources), listing what it accepts.
+/// The `apiVersion`/`kind` of a protobuf body for `t` (an autoscaling/v1 Scale on the
+/// `scale` subresource), when that kind has a protobuf encoding: the built-in kinds do,
+/// custom resources do not.
+fn protobuf_kind(t: &Target) -> Option<(String, &'static str)> {
+    let (api_version, kind) = if t.sub.as_deref() == Some("scale") && has_scale(&t.gvr) {
+        ("autoscaling/v1".to_string(), "Scale")
+    } else {
+        (t.gvr.api_version(), t.gvr.kind)
+    };
+    super::protobuf::has_encoding(&api_version, kind).then_some((api_version, kind))
+}
+
+/// The body media types the server decodes for `t`.
+fn accepted_media_types(t: &Target) -> Vec<&'static str> {
+    let mut accepted = vec!["application/json", "application/yaml"];
+    if protobuf_kind(t).is_some() {
+        accepted.push(super::protobuf::MEDIA_TYPE);
+    }
+    accepted
+}
+
+/// 415 for a request body in a format the server does not decode for this resource, listing
+/// what it accepts: e.g. protobuf (`application/vnd.kubernetes.protobuf`) for a custom
+/// resource, which has no protobuf encoding.
 pub fn unknown_body_format(accepted: &[&str]) -> ApiError {
     ApiError::new(
         415,
@@ -324,7 +284,7 @@ fn check_namespace(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
 }
 
 async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiError> {
-    let mut obj = decode_body(req, t.gvr.kind)?;
+    let mut obj = decode_body(req, t)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request(
             "the body of the request was not a JSON object",
@@ -369,7 +329,7 @@ fn update(
     name: &str,
     sub: Option<&str>,
 ) -> Result<Value, ApiError> {
-    let mut obj = decode_body(req, t.gvr.kind)?;
+    let mut obj = decode_body(req, t)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request(
             "the body of the request was not a JSON object",

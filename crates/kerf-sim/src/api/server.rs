@@ -126,7 +126,7 @@ pub async fn serve(
                 async move {
                     let req = to_req(r).await;
                     tracing::debug!(method = %req.method, path = %req.path, "request");
-                    Ok::<_, Infallible>(handle(&ctx, req).await)
+                    Ok::<_, Infallible>(super::audit::serve(&ctx, req).await)
                 }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -264,12 +264,36 @@ pub fn apply(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), Ap
         let applied_below = applied.iter().any(|q| q.starts_with(p));
         if !others_own && !applied_below {
             remove_at(&mut obj, p);
+            prune_empty_parents(&mut obj, p, &all, &applied);
         }
     }
     merge_config(&mut obj, &config, "");
     let changed = strip_volatile(&obj) != strip_volatile(&current);
     let time = if changed { now } else { prev_time };
     finish(ctx, req, t, &current, obj, all, &manager, &applied, &time)
+}
+
+/// After a removal, the named fields above it that are left empty and under which nobody
+/// owns or applies anything go too, as structured-merge-diff owns a struct along with its
+/// named fields (`EnsureNamedFieldsAreMembers`): an object field is not left behind as `{}`.
+fn prune_empty_parents(obj: &mut Value, path: &[String], others: &[Entry], applied: &FieldSet) {
+    let mut end = path.len().saturating_sub(1);
+    while end > 0 {
+        let parent = &path[..end];
+        if !parent.last().is_some_and(|e| e.starts_with("f:")) {
+            return;
+        }
+        let empty = value_at(obj, parent).is_some_and(|v| v.as_object().is_some_and(Map::is_empty));
+        let owned = others
+            .iter()
+            .any(|e| e.set.iter().any(|q| q.starts_with(parent)))
+            || applied.iter().any(|q| q.starts_with(parent));
+        if !empty || owned {
+            return;
+        }
+        remove_at(obj, parent);
+        end -= 1;
+    }
 }
 
 fn strip_volatile(v: &Value) -> Value {

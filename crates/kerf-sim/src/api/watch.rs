@@ -1,10 +1,11 @@
 //! Watches: newline-delimited JSON events from a resourceVersion (replayed from the store's
 //! bounded history, or an ERROR 410 Expired event when it is older), initial events for
-//! `resourceVersion=0`/absent and streaming lists, bookmarks and `timeoutSeconds`.
+//! `resourceVersion=0`/absent and streaming lists, bookmarks and `timeoutSeconds`. Events
+//! are rendered from the store's shared objects as the client reads them.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -14,10 +15,10 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use super::Req;
+use super::list::Selection;
 use super::routes::Target;
-use super::selectors::{FieldSelector, LabelSelector};
 use crate::sim::SimContext;
-use crate::store::{ApiError, StoreEvent, StoreEventType};
+use crate::store::{ApiError, StoreEvent, StoreEventType, StoredObject};
 
 /// Default watch length when the client gives no `timeoutSeconds`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -25,62 +26,226 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOKMARK_LEAD: Duration = Duration::from_secs(2);
 /// And at most this far apart.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+/// Initial events go out in writes of about this many bytes (whole lines).
+const INITIAL_BATCH: usize = 64 * 1024;
 
 struct Filter {
     resource: String,
     namespace: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
+    selection: Selection,
 }
 
 impl Filter {
-    fn key(obj: &Value) -> String {
-        format!(
-            "{}/{}",
-            obj["metadata"]["namespace"].as_str().unwrap_or_default(),
-            obj["metadata"]["name"].as_str().unwrap_or_default()
-        )
+    fn key(obj: &StoredObject) -> String {
+        format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name())
     }
-    fn in_scope(&self, obj: &Value) -> bool {
+    fn in_scope(&self, obj: &StoredObject) -> bool {
         self.namespace
             .as_deref()
-            .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
+            .is_none_or(|ns| obj.namespace() == Some(ns))
     }
-    fn matches(&self, obj: &Value) -> bool {
-        self.in_scope(obj) && self.labels.matches_object(obj) && self.fields.matches(obj)
-    }
-}
-
-/// Whether a table watch still owes the client its column definitions: as the real server,
-/// only the first table event carries them; later ones have `columnDefinitions: null`.
-struct Headers(AtomicBool);
-
-impl Headers {
-    fn new() -> Headers {
-        Headers(AtomicBool::new(true))
+    fn matches(&self, obj: &StoredObject) -> bool {
+        self.in_scope(obj) && self.selection.matches(obj)
     }
 }
 
-fn event_line(
-    ctx: &SimContext,
-    req: &Req,
-    t: &Target,
-    headers: &Headers,
-    kind: &str,
-    obj: &Value,
-) -> Bytes {
-    let obj = if req.wants_table() && kind != "ERROR" && kind != "BOOKMARK" {
-        let mut table = super::table::to_table(ctx, &t.gvr, obj, req);
-        if !headers.0.swap(false, Ordering::Relaxed) {
-            table["columnDefinitions"] = Value::Null;
+/// The events a watch opens with, before it follows live changes.
+enum Opening {
+    /// Every selected object as ADDED, then (when asked) the initial-events-end bookmark.
+    Initial {
+        items: Vec<Arc<StoredObject>>,
+        end_bookmark: bool,
+    },
+    /// The objects the client knows at its resourceVersion, and the kept events after it.
+    Replay {
+        known: Vec<Arc<StoredObject>>,
+        events: Vec<StoreEvent>,
+    },
+}
+
+/// One watch stream: what it selects, what the client has seen and where lines go.
+struct Watch {
+    ctx: SimContext,
+    req: Req,
+    t: Target,
+    filter: Filter,
+    /// Keys of the selected objects the client knows.
+    seen: HashSet<String>,
+    /// Whether a table watch still owes the client its column definitions: as the real
+    /// server, only the first table event carries them; later ones have
+    /// `columnDefinitions: null`.
+    table_headers: bool,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+}
+
+impl Watch {
+    /// One event line, `{"object":<object>,"type":<kind>}`, as serializing
+    /// `json!({"type": kind, "object": ..})` writes it.
+    fn line(kind: &str, object: &[u8]) -> Bytes {
+        let mut line = Vec::with_capacity(object.len() + 32);
+        line.extend_from_slice(b"{\"object\":");
+        line.extend_from_slice(object);
+        line.extend_from_slice(b",\"type\":");
+        line.extend_from_slice(json!(kind).to_string().as_bytes());
+        line.extend_from_slice(b"}\n");
+        Bytes::from(line)
+    }
+
+    /// Sends a BOOKMARK or ERROR event; false once the client is gone.
+    async fn send(&mut self, kind: &str, obj: &Value) -> bool {
+        let line = Self::line(kind, obj.to_string().as_bytes());
+        self.tx.send(Ok(line)).await.is_ok()
+    }
+
+    /// The line of a change of a stored object: as a table row when the client asked for
+    /// tables, else with its stored JSON text.
+    fn object_line(&mut self, kind: &str, obj: &StoredObject) -> Bytes {
+        if self.req.wants_table() {
+            let mut table = super::table::to_table(&self.ctx, &self.t.gvr, &obj.value(), &self.req);
+            if !std::mem::replace(&mut self.table_headers, false) {
+                table["columnDefinitions"] = Value::Null;
+            }
+            Self::line(kind, table.to_string().as_bytes())
+        } else {
+            Self::line(kind, obj.json().as_bytes())
         }
-        table
-    } else {
-        obj.clone()
-    };
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+    }
+
+    /// Sends a change of a stored object; false once the client is gone.
+    async fn send_object(&mut self, kind: &str, obj: &StoredObject) -> bool {
+        let line = self.object_line(kind, obj);
+        self.tx.send(Ok(line)).await.is_ok()
+    }
+
+    /// Sends the initial ADDED events (and the initial-events-end bookmark when asked),
+    /// several lines per write; false once the client is gone.
+    async fn send_initial(&mut self, items: &[Arc<StoredObject>], end: Option<Value>) -> bool {
+        let mut batch = Vec::new();
+        for o in items {
+            if !self.filter.matches(o) {
+                continue;
+            }
+            self.seen.insert(Filter::key(o));
+            batch.extend_from_slice(&self.object_line("ADDED", o));
+            if batch.len() >= INITIAL_BATCH {
+                let full = std::mem::take(&mut batch);
+                if self.tx.send(Ok(Bytes::from(full))).await.is_err() {
+                    return false;
+                }
+            }
+        }
+        if let Some(bookmark) = end {
+            batch.extend_from_slice(&Self::line("BOOKMARK", bookmark.to_string().as_bytes()));
+        }
+        batch.is_empty() || self.tx.send(Ok(Bytes::from(batch))).await.is_ok()
+    }
+
+    /// Sends the opening events; false once the client is gone.
+    async fn open(&mut self, opening: Opening, rv: u64) -> bool {
+        match opening {
+            Opening::Initial {
+                items,
+                end_bookmark,
+            } => {
+                let end = end_bookmark.then(|| bookmark(&self.t, rv, true));
+                self.send_initial(&items, end).await
+            }
+            Opening::Replay { known, events } => {
+                for o in known
+                    .iter()
+                    .filter(|o| self.filter.matches(o) && o.resource_version() <= rv)
+                {
+                    self.seen.insert(Filter::key(o));
+                }
+                for ev in events {
+                    if let Some(kind) = self.translate(&ev)
+                        && !self.send_object(kind, &ev.object).await
+                    {
+                        return false;
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// The event type the client sees for a store change, if any, updating `seen`.
+    fn translate(&mut self, ev: &StoreEvent) -> Option<&'static str> {
+        let f = &self.filter;
+        if ev.resource != f.resource || !f.in_scope(&ev.object) {
+            return None;
+        }
+        let key = Filter::key(&ev.object);
+        let now = f.matches(&ev.object);
+        let was = self.seen.contains(&key);
+        let kind = match ev.event_type {
+            StoreEventType::Deleted if was => {
+                self.seen.remove(&key);
+                "DELETED"
+            }
+            StoreEventType::Deleted => return None,
+            _ if now && !was => {
+                self.seen.insert(key);
+                "ADDED"
+            }
+            _ if now => ev.event_type.as_str(),
+            _ if was => {
+                self.seen.remove(&key);
+                "DELETED"
+            }
+            _ => return None,
+        };
+        Some(kind)
+    }
+
+    /// Follows live changes until the deadline, with bookmarks when allowed.
+    async fn follow(
+        &mut self,
+        mut live: broadcast::Receiver<StoreEvent>,
+        timeout: Duration,
+        start_rv: u64,
+    ) {
+        let deadline = Instant::now() + timeout;
+        let bookmarks = self.req.flag("allowWatchBookmarks");
+        let mut last_rv = start_rv;
+        let mut next_bookmark = (Instant::now() + BOOKMARK_EVERY)
+            .min(deadline.checked_sub(BOOKMARK_LEAD).unwrap_or(deadline));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                    let rv = self.ctx.store.resource_version();
+                    if rv > last_rv {
+                        last_rv = rv;
+                        if !self.send("BOOKMARK", &bookmark(&self.t, rv, false)).await {
+                            return;
+                        }
+                    }
+                    next_bookmark = if Instant::now() + BOOKMARK_EVERY < deadline { Instant::now() + BOOKMARK_EVERY } else { deadline + BOOKMARK_LEAD };
+                }
+                ev = live.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.resource_version <= start_rv {
+                            continue;
+                        }
+                        if let Some(kind) = self.translate(&ev) {
+                            last_rv = ev.resource_version;
+                            if !self.send_object(kind, &ev.object).await {
+                                return;
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let e = ApiError::new(410, "Expired", "too old resource version: watch fell behind", None);
+                        self.send("ERROR", &e.to_status()).await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = self.tx.closed() => return,
+            }
+        }
+    }
 }
 
 fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Value {
@@ -98,17 +263,13 @@ fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Value {
 
 /// Serves a watch request.
 pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
-    let filter = match (
-        LabelSelector::parse(req.q("labelSelector").unwrap_or_default()),
-        FieldSelector::parse(req.q("fieldSelector").unwrap_or_default()),
-    ) {
-        (Ok(labels), Ok(fields)) => Filter {
+    let filter = match Selection::parse(req) {
+        Ok(selection) => Filter {
             resource: t.gvr.key(),
             namespace: t.namespace.clone(),
-            labels,
-            fields,
+            selection,
         },
-        (Err(e), _) | (_, Err(e)) => return super::error_response(&e),
+        Err(e) => return super::error_response(&e),
     };
     let timeout = req
         .q("timeoutSeconds")
@@ -117,68 +278,49 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
     let rv_param = req.q("resourceVersion").unwrap_or_default().to_string();
     let send_initial = req.flag("sendInitialEvents");
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
-    let mut lines: Vec<Bytes> = Vec::new();
-    let mut seen = HashSet::new();
-    let headers = Headers::new();
-    let start_rv;
-    let receiver = if rv_param.is_empty() || rv_param == "0" || send_initial {
-        let rx_live = ctx.store.subscribe();
-        let (items, rv) = ctx.store.list(&t.gvr, t.namespace.as_deref());
-        for o in items.iter().filter(|o| filter.matches(o)) {
-            seen.insert(Filter::key(o));
-            lines.push(event_line(ctx, req, t, &headers, "ADDED", o));
-        }
-        if send_initial && req.flag("allowWatchBookmarks") {
-            lines.push(event_line(
-                ctx,
-                req,
-                t,
-                &headers,
-                "BOOKMARK",
-                &bookmark(t, rv, true),
-            ));
-        }
-        start_rv = rv;
-        Some(rx_live)
+    let ns = t.namespace.as_deref();
+    let (opening, start_rv) = if rv_param.is_empty() || rv_param == "0" || send_initial {
+        let live = ctx.store.subscribe();
+        let (items, rv) = ctx.store.list_shared(&t.gvr, ns);
+        let end_bookmark = send_initial && req.flag("allowWatchBookmarks");
+        (
+            Ok((
+                Opening::Initial {
+                    items,
+                    end_bookmark,
+                },
+                live,
+            )),
+            rv,
+        )
     } else {
         let rv = rv_param.parse::<u64>().unwrap_or(0);
-        start_rv = rv;
-        let (items, _) = ctx.store.list(&t.gvr, t.namespace.as_deref());
-        match ctx.store.watch_from(&filter.resource, rv) {
-            Ok((events, rx_live)) => {
-                for o in items
-                    .iter()
-                    .filter(|o| filter.matches(o) && obj_rv(o) <= rv)
-                {
-                    seen.insert(Filter::key(o));
+        let (known, _) = ctx.store.list_shared(&t.gvr, ns);
+        let opening = ctx
+            .store
+            .watch_from(&filter.resource, rv)
+            .map(|(events, live)| (Opening::Replay { known, events }, live));
+        (opening, rv)
+    };
+    let mut watch = Watch {
+        ctx: ctx.clone(),
+        req: req.clone(),
+        t: t.clone(),
+        filter,
+        seen: HashSet::new(),
+        table_headers: true,
+        tx,
+    };
+    tokio::spawn(async move {
+        match opening {
+            Ok((opening, live)) => {
+                if watch.open(opening, start_rv).await {
+                    watch.follow(live, timeout, start_rv).await;
                 }
-                for ev in events {
-                    if let Some(l) = translate(ctx, req, t, &headers, &filter, &mut seen, &ev) {
-                        lines.push(l);
-                    }
-                }
-                Some(rx_live)
             }
             Err(e) => {
-                lines.push(event_line(ctx, req, t, &headers, "ERROR", &e.to_status()));
-                None
+                watch.send("ERROR", &e.to_status()).await;
             }
-        }
-    };
-    let ctx2 = ctx.clone();
-    let req2 = req.clone();
-    let t2 = t.clone();
-    tokio::spawn(async move {
-        for l in lines {
-            if tx.send(Ok(l)).await.is_err() {
-                return;
-            }
-        }
-        if let Some(live) = receiver {
-            follow(
-                &ctx2, &req2, &t2, &headers, filter, seen, live, tx, timeout, start_rv,
-            )
-            .await;
         }
     });
     let mut r = Response::new(Body::from_stream(
@@ -189,101 +331,4 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
         http::HeaderValue::from_static("application/json"),
     );
     r
-}
-
-fn obj_rv(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-fn translate(
-    ctx: &SimContext,
-    req: &Req,
-    t: &Target,
-    headers: &Headers,
-    f: &Filter,
-    seen: &mut HashSet<String>,
-    ev: &StoreEvent,
-) -> Option<Bytes> {
-    if ev.resource != f.resource || !f.in_scope(&ev.object) {
-        return None;
-    }
-    let key = Filter::key(&ev.object);
-    let now = f.matches(&ev.object);
-    let was = seen.contains(&key);
-    let kind = match ev.event_type {
-        StoreEventType::Deleted if was => {
-            seen.remove(&key);
-            "DELETED"
-        }
-        StoreEventType::Deleted => return None,
-        _ if now && !was => {
-            seen.insert(key);
-            "ADDED"
-        }
-        _ if now => ev.event_type.as_str(),
-        _ if was => {
-            seen.remove(&key);
-            "DELETED"
-        }
-        _ => return None,
-    };
-    Some(event_line(ctx, req, t, headers, kind, &ev.object))
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn follow(
-    ctx: &SimContext,
-    req: &Req,
-    t: &Target,
-    headers: &Headers,
-    f: Filter,
-    mut seen: HashSet<String>,
-    mut live: broadcast::Receiver<StoreEvent>,
-    tx: mpsc::Sender<Result<Bytes, Infallible>>,
-    timeout: Duration,
-    start_rv: u64,
-) {
-    let deadline = Instant::now() + timeout;
-    let bookmarks = req.flag("allowWatchBookmarks");
-    let mut last_rv = start_rv;
-    let mut next_bookmark = (Instant::now() + BOOKMARK_EVERY)
-        .min(deadline.checked_sub(BOOKMARK_LEAD).unwrap_or(deadline));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return,
-            _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
-                let rv = ctx.store.resource_version();
-                if rv > last_rv {
-                    last_rv = rv;
-                    if tx.send(Ok(event_line(ctx, req, t, headers, "BOOKMARK", &bookmark(t, rv, false)))).await.is_err() {
-                        return;
-                    }
-                }
-                next_bookmark = if Instant::now() + BOOKMARK_EVERY < deadline { Instant::now() + BOOKMARK_EVERY } else { deadline + BOOKMARK_LEAD };
-            }
-            ev = live.recv() => match ev {
-                Ok(ev) => {
-                    if ev.resource_version <= start_rv {
-                        continue;
-                    }
-                    if let Some(line) = translate(ctx, req, t, headers, &f, &mut seen, &ev) {
-                        last_rv = ev.resource_version;
-                        if tx.send(Ok(line)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let e = ApiError::new(410, "Expired", "too old resource version: watch fell behind", None);
-                    let _ = tx.send(Ok(event_line(ctx, req, t, headers, "ERROR", &e.to_status()))).await;
-                    return;
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            _ = tx.closed() => return,
-        }
-    }
 }

@@ -3,9 +3,7 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-
-use super::{Gvr, Inner, Store, gvr, meta_str, obj_key};
+use super::{Gvr, Inner, Store, gvr, obj_key};
 
 impl Store {
     /// Deletes every object whose ownerReferences all point to objects that no longer exist,
@@ -35,41 +33,32 @@ impl Store {
 type Victim = (Gvr, Option<String>, String);
 
 fn orphans(inner: &Inner) -> Vec<Victim> {
-    let mut uids = HashSet::new();
     let ns_map = inner.objects.get(&gvr::NAMESPACES.key());
-    for m in inner.objects.values() {
-        for o in m.values() {
-            if let Some(u) = meta_str(o, "uid") {
-                uids.insert(u.to_string());
-            }
-        }
-    }
+    let uids: HashSet<&str> = inner
+        .objects
+        .values()
+        .flat_map(|m| m.values().map(|o| o.uid()))
+        .filter(|u| !u.is_empty())
+        .collect();
     let mut out = Vec::new();
     for (key, m) in &inner.objects {
         let Some(g) = inner.kinds.get(key) else {
             continue;
         };
         for o in m.values() {
-            let ns = meta_str(o, "namespace").filter(|_| g.namespaced);
+            let ns = o.namespace().filter(|_| g.namespaced);
             let ns_gone =
                 ns.is_some_and(|ns| !ns_map.is_some_and(|n| n.contains_key(&obj_key(None, ns))));
-            let owners = o
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array);
-            let owner_gone = owners.is_some_and(|refs| {
-                !refs.is_empty()
-                    && refs.iter().all(|r| {
-                        r.get("uid")
-                            .and_then(Value::as_str)
-                            .is_none_or(|u| !uids.contains(u))
-                    })
+            let owner_gone = o.owner_uids().is_some_and(|mut refs| {
+                let mut any = false;
+                let all_gone = refs.all(|u| {
+                    any = true;
+                    u.is_none_or(|u| !uids.contains(u))
+                });
+                any && all_gone
             });
             if ns_gone || owner_gone {
-                out.push((
-                    *g,
-                    ns.map(str::to_string),
-                    meta_str(o, "name").unwrap_or_default().to_string(),
-                ));
+                out.push((*g, ns.map(str::to_string), o.name().to_string()));
             }
         }
     }
