@@ -204,16 +204,20 @@ pub fn fallback_event(
     e.with_message(message)
 }
 
-/// The `released` event of a change (EV-46).
+/// The `released` event of a change (EV-46, design D21): the resources released now, the
+/// mode they left and the one they have (`modes`). A release of the whole change carries
+/// the id its intent recorded; a release of some of its resources carries its own.
 pub fn released_event(
     change: &ChangeRecord,
     workload: EventWorkload,
-    previous_mode: &str,
-    new_mode: &str,
+    resources: &[kerf_api::Resource],
+    id: Uuid,
+    modes: (&str, &str),
     time: DateTime<Utc>,
 ) -> Event {
+    let (previous_mode, new_mode) = modes;
     let mut e = Event::new(
-        event_id(change.event_ids.released.as_ref()),
+        id,
         EventType::Released,
         time,
         workload,
@@ -221,16 +225,38 @@ pub fn released_event(
     );
     e.recommendation_id = Some(change.recommendation_id.clone());
     e.strategy = Some(change.strategy.as_str().to_owned());
-    e.resources = change.resources.clone();
+    e.resources = resources.to_vec();
     e.details.insert(
         wk::DETAIL_PREVIOUS_MODE.to_owned(),
         previous_mode.to_owned(),
     );
     e.details
         .insert(wk::DETAIL_NEW_MODE.to_owned(), new_mode.to_owned());
+    let names: Vec<&str> = resources.iter().map(|r| r.as_str()).collect();
     e.with_message(&format!(
-        "mode changed from {previous_mode} to {new_mode}: field ownership released"
+        "mode of {} changed from {previous_mode} to {new_mode}: field ownership released",
+        names.join(", ")
     ))
+}
+
+/// Drops released `resources` from a change that keeps the others (design D21): the
+/// record then names only what kerf still holds, for a later release or rollback.
+pub fn drop_resources(change: &mut ChangeRecord, resources: &[kerf_api::Resource]) {
+    change.resources.retain(|r| !resources.contains(r));
+    for c in &mut change.containers {
+        for r in resources {
+            c.from.requests.set(*r, None);
+            c.from.limits.set(*r, None);
+            c.to.requests.set(*r, None);
+            c.to.limits.set(*r, None);
+        }
+    }
+    change.containers.retain(|c| !c.to.is_empty());
+    if let Some(h) = &change.hpa
+        && resources.contains(&h.resource)
+    {
+        change.hpa = None;
+    }
 }
 
 /// The `failed` event of a change, with the recorded id.

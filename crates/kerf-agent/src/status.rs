@@ -95,7 +95,7 @@ pub fn build_status(input: &StatusInput<'_>) -> RightsizingRecommendationStatus 
             memory: d.modes.memory,
         });
         s.strategy = Some(strategy_status(d, prev.strategy.as_ref()));
-        s.summary = Some(d.summary.clone());
+        s.summary = Some(d.summary());
         s.next_window = match &d.outcome {
             Outcome::Block(b) if b.reason == wk::REASON_OUTSIDE_MAINTENANCE_WINDOW => b.next_window,
             _ => None,

@@ -414,7 +414,7 @@ mod executor_inplace {
         let p = plan(&input(WorkloadKind::Deployment, &back, &pods, t0()));
         assert_eq!(p.resize_now, ["a"]);
         assert_eq!(
-            resize_body(&back)["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            resize_body(&back, &[])["spec"]["containers"][0]["resources"]["requests"]["cpu"],
             "100m"
         );
     }
@@ -448,7 +448,7 @@ mod executor_inplace {
                 },
             },
         )];
-        let body = resize_body(&target);
+        let body = resize_body(&target, &[]);
         assert_eq!(
             body,
             json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}, "limits": {"memory": "256Mi"}}}]}})
@@ -458,6 +458,30 @@ mod executor_inplace {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].resource, Resource::Cpu);
         assert!(out[0].message.contains("200m"), "{}", out[0].message);
+    }
+
+    // rule: AP-04
+    #[test]
+    fn a_sidecar_goes_under_init_containers_in_the_resize_body() {
+        let r = |cpu: &str| ResourceRequirements {
+            requests: ResourceValues {
+                cpu: Some(cpu.into()),
+                memory: None,
+            },
+            limits: ResourceValues::default(),
+        };
+        let target = vec![("app".into(), r("150m")), ("proxy".into(), r("50m"))];
+        assert_eq!(
+            resize_body(&target, &["proxy"]),
+            json!({"spec": {
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}}}],
+                "initContainers": [{"name": "proxy", "resources": {"requests": {"cpu": "50m"}}}]}})
+        );
+        let only_sidecar = vec![("proxy".into(), r("50m"))];
+        assert_eq!(
+            resize_body(&only_sidecar, &["proxy"]),
+            json!({"spec": {"initContainers": [{"name": "proxy", "resources": {"requests": {"cpu": "50m"}}}]}})
+        );
     }
 
     fn api_err(code: u16, reason: &str, message: &str) -> kube::Error {

@@ -215,6 +215,67 @@ mod executor_sim {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
     }
 
+    // A restartable init container (sidecar) is resized in place under
+    // `spec.initContainers` (design D8); its status resources count for the state machine.
+    // rule: AP-04
+    #[tokio::test]
+    async fn a_sidecar_is_resized_under_init_containers_and_counts_as_accepted()
+    -> anyhow::Result<()> {
+        let sim = start().await?;
+        let client = sim.client();
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "rs-side", "namespace": "default"},
+            "spec": {"initContainers": [
+                {"name": "proxy", "image": "registry.k8s.io/pause:3.10", "restartPolicy": "Always",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+              "containers": [
+                {"name": "app", "image": "registry.k8s.io/pause:3.10",
+                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
+        }))?;
+        api.create(&PostParams::default(), &p).await?;
+        wait_for(&api, "rs-side", is_ready).await?;
+        let target: Vec<ContainerResources> = vec![
+            (
+                "app".into(),
+                ResourceRequirements {
+                    requests: values(Some("150m"), None),
+                    limits: ResourceValues::default(),
+                },
+            ),
+            (
+                "proxy".into(),
+                ResourceRequirements {
+                    requests: values(Some("50m"), None),
+                    limits: ResourceValues::default(),
+                },
+            ),
+        ];
+        resize_pod(client.clone(), "default", "rs-side", &target, &["proxy"]).await?;
+        let p = api.get("rs-side").await?;
+        let cpu = |c: &k8s_openapi::api::core::v1::Container| {
+            c.resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("cpu"))
+                .map(|q| q.0.clone())
+        };
+        let spec = p.spec.clone().unwrap_or_default();
+        assert_eq!(spec.containers.len(), 1, "no container was added");
+        assert_eq!(cpu(&spec.containers[0]).as_deref(), Some("150m"));
+        let init = spec.init_containers.unwrap_or_default();
+        assert_eq!(cpu(&init[0]).as_deref(), Some("50m"));
+        let view = view_of(&p, None, None);
+        assert!(view.spec.iter().any(|(n, _)| n == "proxy"), "{view:?}");
+        wait_for(&api, "rs-side", |p| {
+            let v = view_of(p, None, None);
+            kerf_agent::executor::inplace::pod_state(&v, &target).is_accepted()
+        })
+        .await?;
+        Ok(())
+    }
+
     // rule: AP-04, EV-10
     #[tokio::test]
     async fn resize_is_accepted_and_the_state_machine_sees_it_applied() -> anyhow::Result<()> {
@@ -223,7 +284,7 @@ mod executor_sim {
         let api = pod(&client, "rs-ok", json!({"app": "rs"})).await?;
         wait_for(&api, "rs-ok", is_ready).await?;
         let target = change("150m");
-        let sent = resize_pod(client.clone(), "default", "rs-ok", &target).await?;
+        let sent = resize_pod(client.clone(), "default", "rs-ok", &target, &[]).await?;
         assert_eq!(sent.generation, Some(2));
         let p = api.get("rs-ok").await?;
         let spec_cpu = p
@@ -269,7 +330,7 @@ mod executor_sim {
                 limits: values(Some("5"), None),
             },
         )];
-        match resize_pod(client.clone(), "default", "rs-big", &big).await {
+        match resize_pod(client.clone(), "default", "rs-big", &big, &[]).await {
             Err(ResizeError::Infeasible { message }) => {
                 assert!(
                     message.contains("node didn't have enough allocatable"),

@@ -113,7 +113,7 @@ async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Res
     );
     let to = vec![("app".to_owned(), change.containers[0].to.clone())];
     for p in &ps {
-        resize_pod(client.clone(), NS, &p.name, &to).await?;
+        resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
         let f = Fault::Throttle {
             namespace: NS.into(),
             pod: p.name.clone(),

@@ -136,7 +136,7 @@ async fn in_place(
         .map(|c| (c.name.clone(), c.to.clone()))
         .collect();
     for p in &ps {
-        resize_pod(client.clone(), NS, &p.name, &to).await?;
+        resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
     }
     Ok(ps)
 }
@@ -370,7 +370,7 @@ async fn rb_17_throttling_through_the_cadvisor_fallback_rolls_cpu_back() -> anyh
     );
     let to = vec![("app".to_owned(), change.containers[0].to.clone())];
     for p in &ps {
-        resize_pod(client.clone(), NS, &p.name, &to).await?;
+        resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
     }
     let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
     let w = Watcher::with_source(ThrottlingSource::Cadvisor, Duration::minutes(2));

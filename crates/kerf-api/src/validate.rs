@@ -5,13 +5,19 @@
 //! what the schema checks (ranges, patterns, the shape of a window, list and string
 //! bounds) and names every invalid field, so the agent can set `Valid=False` listing them.
 //! [`from_value`] turns a JSON object into a typed resource and, when it does not convert,
-//! names the field that failed. Cron syntax and time zones are checked where windows are
-//! evaluated (kerf-decide), not here.
+//! names the field that failed. A window's cron `schedule` and `timeZone` are read with
+//! [`parse_schedule`] and [`parse_time_zone`], the same functions kerf-decide evaluates
+//! windows with, so the policy's `Valid` condition names exactly the windows that
+//! evaluation treats as invalid (design D2).
 
 use std::fmt;
+use std::str::FromStr;
 use std::sync::LazyLock;
 
-use chrono::DateTime;
+use chrono::{DateTime, Datelike, NaiveDate};
+use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds, Year};
+use croner::{Cron, Weekday};
 use regex::Regex;
 use serde::de::DeserializeOwned;
 
@@ -329,11 +335,25 @@ impl Checker {
             self.push(&format!("{path}{field}"), WINDOW_SHAPE_MESSAGE);
         }
         if let Some(s) = &w.schedule {
-            self.max_len(&format!("{path}.schedule"), s, 128);
+            let field = format!("{path}.schedule");
+            self.max_len(&field, s, 128);
+            if let Err(reason) = parse_schedule(s) {
+                self.push(
+                    &field,
+                    format!("{s:?} is not a 5-field cron schedule: {reason}"),
+                );
+            }
         }
         self.duration(&format!("{path}.duration"), w.duration.as_ref());
         if let Some(tz) = &w.time_zone {
-            self.max_len(&format!("{path}.timeZone"), tz, 64);
+            let field = format!("{path}.timeZone");
+            self.max_len(&field, tz, 64);
+            if parse_time_zone(tz).is_err() {
+                self.push(
+                    &field,
+                    format!("{tz:?} is not an IANA time zone such as Europe/Berlin"),
+                );
+            }
         }
         let start = self.time(&format!("{path}.start"), w.start.as_deref());
         let end = self.time(&format!("{path}.end"), w.end.as_deref());
@@ -386,4 +406,187 @@ fn window_shape_field(w: &Window) -> &'static str {
         (false, true) => ".end",
         (false, false) => "",
     }
+}
+
+/// Reads a window's `timeZone`: an IANA name such as `Europe/Berlin` or `UTC`.
+pub fn parse_time_zone(name: &str) -> Result<Tz, String> {
+    Tz::from_str(name).map_err(|_| "unknown time zone".to_owned())
+}
+
+/// Reads a window's `schedule`: the standard 5-field cron form only (numbers, names of
+/// months and weekdays, `*`, lists, ranges, and steps on `*` or a range). Seconds and year
+/// fields, `@daily`-style nicknames, the extensions `?`, `L`, `W`, `#` and `+`, and a
+/// schedule that never fires (`0 0 30 2 *`) are errors; the error says what is wrong.
+pub fn parse_schedule(schedule: &str) -> Result<Cron, String> {
+    check_schedule(schedule)?;
+    let cron = CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(schedule)
+        .map_err(|e| e.to_string())?;
+    // A schedule such as `0 0 30 2 *` passes every field check and never fires.
+    if !fires(&cron) {
+        return Err("never fires".to_owned());
+    }
+    Ok(cron)
+}
+
+/// Whether the schedule fires at all: some second, minute and hour fire, and some day
+/// from 2000 to 2008 does. Days repeat with the calendar, and the rarest day a 5-field
+/// schedule can name, 29 February, comes at least every 8 years, so this answers as a
+/// search to the end of croner's range would, in at most 3,288 steps.
+fn fires(cron: &Cron) -> bool {
+    let p = &cron.pattern;
+    let some = |n: u32, hit: &dyn Fn(u32) -> bool| (0..n).any(hit);
+    if !(some(60, &|v| p.second_match(v).unwrap_or(false))
+        && some(60, &|v| p.minute_match(v).unwrap_or(false))
+        && some(24, &|v| p.hour_match(v).unwrap_or(false)))
+    {
+        return false;
+    }
+    let (Some(mut day), Some(end)) = (
+        NaiveDate::from_ymd_opt(2000, 1, 1),
+        NaiveDate::from_ymd_opt(2009, 1, 1),
+    ) else {
+        return false;
+    };
+    while day < end {
+        let weekday = Weekday::from_days_from_sunday(day.weekday().num_days_from_sunday());
+        let (y, m, d) = (day.year(), day.month(), day.day());
+        if p.month_match(m).unwrap_or(false) && p.day_match(y, m, d, weekday).unwrap_or(false) {
+            return true;
+        }
+        let Some(next) = day.succ_opt() else {
+            return false;
+        };
+        day = next;
+    }
+    false
+}
+
+/// One field of a 5-field cron expression.
+struct FieldSpec {
+    name: &'static str,
+    min: u32,
+    max: u32,
+    /// Names for the values from `min` on (`JAN` is 1, `SUN` is 0).
+    names: &'static [&'static str],
+}
+
+const MONTHS: &[&str] = &[
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+const FIELDS: [FieldSpec; 5] = [
+    FieldSpec {
+        name: "minute",
+        min: 0,
+        max: 59,
+        names: &[],
+    },
+    FieldSpec {
+        name: "hour",
+        min: 0,
+        max: 23,
+        names: &[],
+    },
+    FieldSpec {
+        name: "day-of-month",
+        min: 1,
+        max: 31,
+        names: &[],
+    },
+    FieldSpec {
+        name: "month",
+        min: 1,
+        max: 12,
+        names: MONTHS,
+    },
+    FieldSpec {
+        name: "day-of-week",
+        min: 0,
+        max: 7,
+        names: DAYS,
+    },
+];
+
+/// Accepts the standard 5-field form only (see [`parse_schedule`]).
+fn check_schedule(schedule: &str) -> Result<(), String> {
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    if fields.len() != FIELDS.len() {
+        return Err(format!(
+            "expected 5 fields (minute hour day-of-month month day-of-week), found {}",
+            fields.len()
+        ));
+    }
+    for (field, spec) in fields.iter().zip(FIELDS.iter()) {
+        for item in field.split(',') {
+            check_item(item, spec)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_item(item: &str, spec: &FieldSpec) -> Result<(), String> {
+    let (range, step) = match item.split_once('/') {
+        Some((range, step)) => (range, Some(step)),
+        None => (item, None),
+    };
+    if let Some(step) = step {
+        let n =
+            number(step).ok_or_else(|| format!("{} step {step:?} is not a number", spec.name))?;
+        if n == 0 || n > spec.max {
+            return Err(format!("{} step out of range", spec.name));
+        }
+        if range != "*" && !range.contains('-') {
+            return Err(format!(
+                "{} step {item:?} needs * or a range before /",
+                spec.name
+            ));
+        }
+    }
+    if range == "*" {
+        return Ok(());
+    }
+    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+    let (lo, mut hi) = (spec.value(lo)?, spec.value(hi)?);
+    if spec.names == DAYS && hi == 0 && lo > 0 {
+        hi = 7; // `FRI-SUN`
+    }
+    if lo > hi {
+        return Err(format!("{} range {range:?} runs backwards", spec.name));
+    }
+    Ok(())
+}
+
+impl FieldSpec {
+    fn value(&self, text: &str) -> Result<u32, String> {
+        if let Some(n) = number(text) {
+            if n < self.min || n > self.max {
+                return Err(format!("{} out of range", self.name));
+            }
+            return Ok(n);
+        }
+        let offset = if self.names == MONTHS { 1 } else { 0 };
+        self.names
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(text))
+            .and_then(|i| u32::try_from(i).ok())
+            .map(|i| i + offset)
+            .ok_or_else(|| format!("{} value {text:?} is not allowed", self.name))
+    }
+}
+
+/// A plain decimal number; anything with more than four digits is out of every range.
+fn number(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = text.trim_start_matches('0');
+    if significant.len() > 4 {
+        return Some(u32::MAX);
+    }
+    Some(significant.parse().unwrap_or(0))
 }

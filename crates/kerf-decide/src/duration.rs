@@ -5,7 +5,9 @@
 //! bare `0` is zero. Fractions below a nanosecond are truncated, and a duration past
 //! Go's limit (2^63 - 1 ns, about 292 years) is rejected.
 
-use chrono::Duration;
+use std::fmt;
+
+use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
 
 /// Why a duration could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -175,6 +177,40 @@ fn decimal_fraction(value: u128, width: usize) -> String {
     format!(".{}", digits.trim_end_matches('0'))
 }
 
+/// A time written as RFC 3339, exactly as `DateTime::to_rfc3339` writes it
+/// (`2026-06-04T00:00:00+00:00`), into the message being written rather than a `String`
+/// of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rfc3339(pub DateTime<Utc>);
+
+impl fmt::Display for Rfc3339 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.0.naive_utc();
+        let year = t.year();
+        if (0..=9999).contains(&year) {
+            write!(f, "{year:04}")?;
+        } else {
+            write!(f, "{year:+05}")?;
+        }
+        let (mut second, mut nano) = (t.second(), t.nanosecond());
+        if nano >= 1_000_000_000 {
+            second += 1; // a leap second
+            nano -= 1_000_000_000;
+        }
+        let (month, day, hour, minute) = (t.month(), t.day(), t.hour(), t.minute());
+        write!(f, "-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}")?;
+        if nano == 0 {
+        } else if nano % 1_000_000 == 0 {
+            write!(f, ".{:03}", nano / 1_000_000)?;
+        } else if nano % 1_000 == 0 {
+            write!(f, ".{:06}", nano / 1_000)?;
+        } else {
+            write!(f, ".{nano:09}")?;
+        }
+        f.write_str("+00:00")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +303,26 @@ mod tests {
         fn format_round_trips(nanos in any::<i64>()) {
             let d = Duration::nanoseconds(nanos);
             prop_assert_eq!(parse_go_duration(&format_go_duration(d)), Ok(d));
+        }
+    }
+
+    // design D5: times in messages read as RFC 3339, as `to_rfc3339` writes them
+    #[test]
+    fn rfc3339_writes_what_to_rfc3339_writes() {
+        use chrono::TimeZone;
+        let base = Utc
+            .with_ymd_and_hms(2026, 6, 4, 0, 0, 0)
+            .single()
+            .unwrap_or_default();
+        let far = Utc
+            .with_ymd_and_hms(12026, 1, 2, 3, 4, 5)
+            .single()
+            .unwrap_or_default();
+        for nanos in [0, 1_000_000, 123_456_000, 999_999_999, 7, 1_000] {
+            for t in [base, base - Duration::days(40_000), far] {
+                let t = t + Duration::nanoseconds(nanos);
+                assert_eq!(Rfc3339(t).to_string(), t.to_rfc3339());
+            }
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The effective policy of a workload: every layer merged, each value with its layer.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use kerf_api::Resource;
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{LimitsHandling, Mode, RightsizingPolicy, Strategy, Window};
+use kerf_api::policy::{LimitsHandling, Mode, RightsizingPolicy, Strategy};
 use kerf_api::wellknown::{
     ANNOTATION_ALLOW_DISRUPTION, ANNOTATION_MODE, ANNOTATION_POLICY, ANNOTATION_STRATEGY,
 };
@@ -12,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::duration::format_go_duration;
 use crate::select::{Selection, WorkloadMeta, policy_name, select_policy};
+use crate::window::WindowList;
 
 mod layer;
 
@@ -165,6 +167,12 @@ pub struct EffectiveSettings {
     pub limits: Option<Sourced<LimitsHandling>>,
 }
 
+/// The CRD's range of `recommendation.cpuPercentile` and `memoryPercentile`.
+pub const PERCENTILE_RANGE: RangeInclusive<u8> = 1..=100;
+
+/// The CRD's range of `recommendation.headroomPercent`.
+pub const HEADROOM_RANGE: RangeInclusive<u16> = 0..=1000;
+
 /// An invalid value found while merging the layers: an annotation or a policy field.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicyProblem {
@@ -213,10 +221,10 @@ pub struct EffectivePolicy {
     pub fallback_after: Sourced<chrono::Duration>,
     /// Minimum time left in a maintenance window to start a deferred change.
     pub min_window_remaining: Sourced<chrono::Duration>,
-    /// Maintenance windows.
-    pub maintenance_windows: Sourced<Vec<Window>>,
-    /// Freeze windows.
-    pub freeze_windows: Sourced<Vec<Window>>,
+    /// Maintenance windows, each validated once.
+    pub maintenance_windows: Sourced<WindowList>,
+    /// Freeze windows, each validated once.
+    pub freeze_windows: Sourced<WindowList>,
     /// HPA coordination on or off.
     pub hpa_coordination: Sourced<bool>,
     /// Lowest coordinated HPA target, percent.
@@ -252,8 +260,8 @@ impl EffectivePolicy {
             throttling_ratio: Sourced::builtin(Ratio(250_000)),
             fallback_after: Sourced::builtin(chrono::Duration::minutes(10)),
             min_window_remaining: Sourced::builtin(chrono::Duration::minutes(30)),
-            maintenance_windows: Sourced::builtin(Vec::new()),
-            freeze_windows: Sourced::builtin(Vec::new()),
+            maintenance_windows: Sourced::builtin(WindowList::default()),
+            freeze_windows: Sourced::builtin(WindowList::default()),
             hpa_coordination: Sourced::builtin(true),
             hpa_min_target: Sourced::builtin(50),
             hpa_max_target: Sourced::builtin(90),

@@ -62,7 +62,7 @@ pub struct Explanation {
 
 /// Explains the decision for the workload at `now`.
 pub fn explain(facts: &Facts, policy: &EffectivePolicy, now: DateTime<Utc>) -> Explanation {
-    let ctx = Ctx::new(facts, policy, now);
+    let ctx = Ctx::full(facts, policy, now);
     let raw: Vec<Step> = Check::ORDER
         .iter()
         .map(|&c| pipeline::run(&ctx, c))

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use kerf_api::hub::{Approval, PauseScope};
-use kerf_api::policy::{Window, WorkloadKind};
+use kerf_api::policy::WorkloadKind;
 use kerf_api::rsr::{
     ChangeRecord, ChangeState, LiveValues, RightsizingRecommendationSpec, RollbackRecord,
     StrategyStatus,
@@ -19,6 +19,7 @@ use crate::effective::PerResource;
 use crate::hpa::HpaInput;
 use crate::jvm;
 use crate::replicas::ReplicaInput;
+use crate::window::WindowList;
 
 /// Everything `decide()` needs to know about one workload at one instant.
 #[derive(Clone, Debug)]
@@ -207,8 +208,8 @@ pub struct HubFacts {
 pub struct ClusterFreeze {
     /// `freeze.now: true`.
     pub now: bool,
-    /// `freeze.windows`.
-    pub windows: Vec<Window>,
+    /// `freeze.windows`, each validated once.
+    pub windows: WindowList,
 }
 
 /// Agent settings that steer decisions.

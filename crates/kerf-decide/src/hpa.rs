@@ -13,7 +13,9 @@
 //! `[min, max]` after rounding; otherwise the change is blocked `HPACoupled`. A rounded
 //! target equal to the old one needs no write and counts as not coupled.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use kerf_api::Resource;
 use kerf_api::rsr::{HpaChange, HpaOrder};
@@ -52,8 +54,9 @@ pub struct HpaInput {
     pub metrics: Vec<HpaMetric>,
 }
 
-/// Requests per container (millicores, bytes; `None` = not set).
-pub type ContainerRequests = BTreeMap<String, PerResource<Option<i64>>>;
+/// Requests per container (millicores, bytes; `None` = not set), keyed by container name
+/// (`String`, or `&str` borrowed from the facts).
+pub type ContainerRequests<K = String> = BTreeMap<K, PerResource<Option<i64>>>;
 
 /// The coordination settings of the effective policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,40 +98,52 @@ pub enum HpaOutcome {
 }
 
 /// A utilization metric the change touches, with the old and new request it divides by.
-struct Touched {
+struct Touched<'a> {
     resource: Resource,
     target: i32,
     old: Option<i64>,
     new: Option<i64>,
-    what: String,
+    /// The container of a `ContainerResource` metric.
+    container: Option<&'a str>,
+}
+
+impl fmt::Display for Touched<'_> {
+    /// What the metric measures, for messages: `cpu utilization of container app`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} utilization", self.resource)?;
+        match self.container {
+            Some(c) => write!(f, " of container {c}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Coordinates `hpa` with a change from `old` to `new` requests.
-pub fn coordinate(
+pub fn coordinate<K: Borrow<str> + Ord>(
     hpa: &HpaInput,
-    old: &ContainerRequests,
-    new: &ContainerRequests,
+    old: &ContainerRequests<K>,
+    new: &ContainerRequests<K>,
     bounds: HpaBounds,
 ) -> HpaOutcome {
-    let touched: Vec<Touched> = hpa
+    let mut touched = hpa
         .metrics
         .iter()
-        .filter_map(|m| touched_metric(m, old, new))
-        .collect();
-    let Some(first) = touched.first() else {
+        .filter_map(|m| touched_metric(m, old, new));
+    let Some(first) = touched.next() else {
         return HpaOutcome::NotCoupled;
     };
+    let more = touched.next().is_some();
     let coupled = |message: String| HpaOutcome::Coupled {
         resource: first.resource,
         message,
     };
     if !bounds.coordination {
         return coupled(format!(
-            "HPA {} scales on {} and HPA coordination is off",
-            hpa.name, first.what
+            "HPA {} scales on {first} and HPA coordination is off",
+            hpa.name
         ));
     }
-    if touched.len() > 1 {
+    if more {
         return coupled(format!(
             "HPA {} scales on more than one resource the change touches; one target change cannot keep them all",
             hpa.name
@@ -138,8 +153,8 @@ pub fn coordinate(
         (first.old.filter(|v| *v > 0), first.new.filter(|v| *v > 0))
     else {
         return coupled(format!(
-            "HPA {} scales on {}, which has no request to scale the target by",
-            hpa.name, first.what
+            "HPA {} scales on {first}, which has no request to scale the target by",
+            hpa.name
         ));
     };
     let to = scaled_target(first.target, old_req, new_req);
@@ -160,8 +175,8 @@ pub fn coordinate(
             written: false,
         }),
         _ => coupled(format!(
-            "HPA {} target for {} would move from {}% to {to}%, outside {}% to {}%",
-            hpa.name, first.what, first.target, bounds.min, bounds.max
+            "HPA {} target for {first} would move from {}% to {to}%, outside {}% to {}%",
+            hpa.name, first.target, bounds.min, bounds.max
         )),
     }
 }
@@ -173,11 +188,11 @@ pub fn scaled_target(old: i32, old_req: i64, new_req: i64) -> i64 {
     i64::try_from(q).unwrap_or(i64::MAX)
 }
 
-fn touched_metric(
-    m: &HpaMetric,
-    old: &ContainerRequests,
-    new: &ContainerRequests,
-) -> Option<Touched> {
+fn touched_metric<'a, K: Borrow<str> + Ord>(
+    m: &'a HpaMetric,
+    old: &ContainerRequests<K>,
+    new: &ContainerRequests<K>,
+) -> Option<Touched<'a>> {
     match m {
         HpaMetric::Resource {
             resource,
@@ -187,21 +202,23 @@ fn touched_metric(
             target: *target,
             old: pod_sum(old, *resource),
             new: pod_sum(new, *resource),
-            what: format!("{resource} utilization"),
+            container: None,
         }),
         HpaMetric::ContainerResource {
             container,
             resource,
             average_utilization: Some(target),
         } => {
-            let get = |m: &ContainerRequests| m.get(container).and_then(|r| *r.get(*resource));
+            let get = |m: &ContainerRequests<K>| {
+                m.get(container.as_str()).and_then(|r| *r.get(*resource))
+            };
             let (o, n) = (get(old), get(new));
             (o != n).then(|| Touched {
                 resource: *resource,
                 target: *target,
                 old: o,
                 new: n,
-                what: format!("{resource} utilization of container {container}"),
+                container: Some(container),
             })
         }
         _ => None,
@@ -209,8 +226,13 @@ fn touched_metric(
 }
 
 /// Whether any container's request of `r` differs between `old` and `new`.
-fn changes_any(old: &ContainerRequests, new: &ContainerRequests, r: Resource) -> bool {
-    let get = |m: &ContainerRequests, c: &String| m.get(c).and_then(|v| *v.get(r));
+fn changes_any<K: Borrow<str> + Ord>(
+    old: &ContainerRequests<K>,
+    new: &ContainerRequests<K>,
+    r: Resource,
+) -> bool {
+    let get =
+        |m: &ContainerRequests<K>, c: &K| m.get(Borrow::<str>::borrow(c)).and_then(|v| *v.get(r));
     old.keys()
         .chain(new.keys())
         .any(|c| get(old, c) != get(new, c))
@@ -218,7 +240,7 @@ fn changes_any(old: &ContainerRequests, new: &ContainerRequests, r: Resource) ->
 
 /// The pod's summed request of `r`; `None` when any container lacks it (the HPA cannot
 /// compute utilization then).
-fn pod_sum(requests: &ContainerRequests, r: Resource) -> Option<i64> {
+fn pod_sum<K>(requests: &ContainerRequests<K>, r: Resource) -> Option<i64> {
     requests
         .values()
         .map(|v| *v.get(r))

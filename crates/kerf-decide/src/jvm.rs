@@ -137,11 +137,26 @@ fn file_name(token: &str) -> &str {
     token.rsplit('/').next().unwrap_or(token)
 }
 
-/// The image's name: last path segment without tag or digest, lower case.
-fn image_name(image: &str) -> String {
+/// The image's name: last path segment without tag or digest (compared ignoring ASCII
+/// case).
+fn image_name(image: &str) -> &str {
     let no_digest = image.split('@').next().unwrap_or(image);
     let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
-    last.split(':').next().unwrap_or(last).to_ascii_lowercase()
+    last.split(':').next().unwrap_or(last)
+}
+
+/// Whether `name` contains `word` (lower case ASCII), ignoring ASCII case.
+fn contains_word(name: &str, word: &str) -> bool {
+    name.as_bytes()
+        .windows(word.len())
+        .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+}
+
+/// Whether `name` starts with `word` (lower case ASCII), ignoring ASCII case.
+fn starts_with_word(name: &str, word: &str) -> bool {
+    name.as_bytes()
+        .get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word.as_bytes()))
 }
 
 fn looks_like_jvm<C: TemplateContainer + ?Sized>(c: &C) -> bool {
@@ -158,7 +173,7 @@ fn looks_like_jvm<C: TemplateContainer + ?Sized>(c: &C) -> bool {
                 .any(|p| t.starts_with(p))
     });
     let name = image_name(c.image());
-    let by_image = JVM_IMAGE_WORDS.iter().any(|w| name.contains(w));
+    let by_image = JVM_IMAGE_WORDS.iter().any(|w| contains_word(name, w));
     let by_env = c
         .env()
         .iter()
@@ -177,5 +192,5 @@ fn looks_like_python<C: TemplateContainer + ?Sized>(c: &C) -> bool {
         f.starts_with("python") || f.starts_with("pypy") || PYTHON_PROGRAMS.contains(&f)
     });
     let name = image_name(c.image());
-    by_argv || name.starts_with("python") || name.starts_with("pypy")
+    by_argv || starts_with_word(name, "python") || starts_with_word(name, "pypy")
 }

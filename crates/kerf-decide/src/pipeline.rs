@@ -1,28 +1,36 @@
 //! `decide()`: the ordered guardrail pipeline (GR-44..GR-56, design D10).
 //!
-//! The mode acts first, per resource. The per-resource step then computes every target
-//! value; if no active resource moves by the tolerance or more the outcome is
-//! `skipped NoSignificantChange` and nothing later is reported (GR-24). Checks 2 to 12 follow
-//! in the guardrails document's order and the first that matches decides.
+//! The mode acts first, per resource. The tolerance follows (design D10): the per-resource
+//! step computes what every value would become, and if no active resource moves by the
+//! tolerance or more the outcome is `skipped NoSignificantChange` and nothing later is
+//! reported (GR-24). That first pass keeps nothing, so a decision that stops there builds
+//! only its messages. Otherwise the targets, the HPA verdict, the strategy and the
+//! per-resource blocks are computed once, and checks 2 to 12 follow in the guardrails
+//! document's order; the first that matches decides. Messages are worded only for the
+//! outcome.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{ApprovalRef, ContainerChange, HpaChange, Phase, Summary};
-use kerf_api::wellknown as wk;
-use kerf_api::{Resource, ResourceRequirements};
 
 use crate::effective::{EffectivePolicy, PerResource};
 use crate::facts::Facts;
 use crate::quantity;
-use crate::resources::{self, BlockCtx, ResourceBlock, Targets};
+use crate::resources::{self, BlockCtx, Targets};
 use crate::strategy::{self, StrategyChoice};
 
 mod checks;
+mod finish;
+mod settings;
+mod steps;
 
-pub use self::checks::Step;
-pub(crate) use self::checks::{cooldown_until, run};
+pub(crate) use self::checks::cooldown_until;
+pub use self::finish::container_changes;
+pub use self::steps::Step;
+pub(crate) use self::steps::run;
 
 /// One step of the pipeline, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -153,8 +161,8 @@ pub struct Skip {
     pub reason: &'static str,
     /// The step that decided.
     pub check: Check,
-    /// The resources concerned (empty: the whole workload).
-    pub resources: Vec<Resource>,
+    /// The resources concerned, CPU first (empty: the whole workload).
+    pub resources: &'static [Resource],
     /// For people.
     pub message: String,
 }
@@ -166,8 +174,8 @@ pub struct Block {
     pub reason: &'static str,
     /// The step that decided.
     pub check: Check,
-    /// The resources concerned (empty: the whole workload).
-    pub resources: Vec<Resource>,
+    /// The resources concerned, CPU first (empty: the whole workload).
+    pub resources: &'static [Resource],
     /// For people.
     pub message: String,
     /// Event details (`pauseScope`, `fallbackReason`, ...).
@@ -183,7 +191,7 @@ impl Block {
         Block {
             reason,
             check,
-            resources: Vec::new(),
+            resources: &[],
             message,
             details: BTreeMap::new(),
             next_window: None,
@@ -216,6 +224,35 @@ pub struct ResourceReport {
     pub message: String,
 }
 
+/// The resources whose flag is set, CPU first, as a list that lives as long as the program
+/// (so a skip or block names its resources without allocating).
+pub fn resource_list(set: PerResource<bool>) -> &'static [Resource] {
+    match (set.cpu, set.memory) {
+        (true, true) => &Resource::ALL,
+        (true, false) => &[Resource::Cpu],
+        (false, true) => &[Resource::Memory],
+        (false, false) => &[],
+    }
+}
+
+/// One resource, as a list.
+pub fn one_resource(r: Resource) -> &'static [Resource] {
+    resource_list(PerResource {
+        cpu: r == Resource::Cpu,
+        memory: r == Resource::Memory,
+    })
+}
+
+/// One resource's request summed over the changeable containers of the pod template
+/// (millicores or bytes), before and after the change: the numbers of the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodRequest {
+    /// The current pod request.
+    pub before: i64,
+    /// The pod request once every planned value of the resource is in.
+    pub after: i64,
+}
+
 /// The result of `decide()`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -231,8 +268,8 @@ pub struct Decision {
     pub modes: PerResource<Mode>,
     /// The strategy decided.
     pub strategy: StrategyChoice,
-    /// Short strings for `kubectl get rsr` (design D5).
-    pub summary: Summary,
+    /// The pod requests before and after, per resource; [`Decision::summary`] words them.
+    pub requests: PerResource<PodRequest>,
     /// Recommended containers the template lacks (design D8).
     pub dropped_containers: Vec<String>,
 }
@@ -246,25 +283,58 @@ impl Decision {
             Outcome::Block(b) => b.reason,
         }
     }
+
+    /// Short strings for `kubectl get rsr` (design D5): the pod requests (`500m→250m`
+    /// while they differ), the modes (one when both are equal) and the reason.
+    pub fn summary(&self) -> Summary {
+        let show = |r: Resource| {
+            let p = self.requests.get(r);
+            let before = quantity::format(r, p.before);
+            if p.before == p.after {
+                before.to_string()
+            } else {
+                format!("{before}\u{2192}{}", quantity::format(r, p.after))
+            }
+        };
+        let mode = if self.modes.cpu == self.modes.memory {
+            self.modes.cpu.as_str().to_owned()
+        } else {
+            format!(
+                "cpu:{},memory:{}",
+                self.modes.cpu.as_str(),
+                self.modes.memory.as_str()
+            )
+        };
+        Summary {
+            cpu: Some(show(Resource::Cpu)),
+            memory: Some(show(Resource::Memory)),
+            mode: Some(mode),
+            reason: Some(self.reason().to_owned()),
+        }
+    }
 }
 
-/// Everything the checks read, computed once.
+/// Everything the checks read. [`Ctx::base`] holds what the mode and the tolerance read;
+/// [`Ctx::complete`] adds the targets, the HPA verdict, the strategy and the blocks.
 pub(crate) struct Ctx<'a> {
     pub facts: &'a Facts,
     pub policy: &'a EffectivePolicy,
     pub now: DateTime<Utc>,
     pub modes: PerResource<Mode>,
-    /// Resources that go on after the mode, with whether an approval carries them.
-    pub active: Vec<(Resource, bool)>,
-    pub mode_reports: Vec<ResourceReport>,
-    pub targets: Targets,
+    /// Per resource, `Some(approved)` when it goes on after the mode: auto-patch, or audit
+    /// with an approve-once pending (`approved`).
+    pub active: PerResource<Option<bool>>,
+    /// The targets: after [`Ctx::complete`], every plan; before, at most what the message
+    /// names (values left out, dropped containers).
+    pub targets: Targets<'a>,
     /// The HPA verdict on the targets before the per-resource blocks (check 5).
     pub hpa: checks::HpaVerdict,
     pub strategy: StrategyChoice,
 }
 
 impl<'a> Ctx<'a> {
-    pub(crate) fn new(
+    /// The modes and the resources they let through; no targets yet.
+    pub(crate) fn base(
         facts: &'a Facts,
         policy: &'a EffectivePolicy,
         now: DateTime<Utc>,
@@ -274,273 +344,81 @@ impl<'a> Ctx<'a> {
             memory: policy.mode.memory.value,
         };
         let approved = facts.pending_approval(now).is_some();
-        let mut active = Vec::new();
-        let mut mode_reports = Vec::new();
-        for r in Resource::ALL {
-            match *modes.get(r) {
-                Mode::AutoPatch => active.push((r, false)),
-                Mode::Audit if approved => active.push((r, true)),
-                m => mode_reports.push(mode_report(r, m)),
-            }
-        }
-        let resources: Vec<Resource> = active.iter().map(|(r, _)| *r).collect();
-        let mut targets = resources::targets(facts, policy, &resources);
-        let hpa = checks::hpa_verdict(facts, policy, &targets);
-        let strategy = strategy::choose(policy, &facts.state, hpa.coordinated());
-        let carrier = strategy.carrier();
-        resources::mark_carrier(&mut targets, carrier);
-        let block_ctx = BlockCtx {
-            facts,
-            policy,
-            strategy: carrier,
-            now,
+        let active_of = |m: Mode| match m {
+            Mode::AutoPatch => Some(false),
+            Mode::Audit if approved => Some(true),
+            _ => None,
         };
-        resources::resource_blocks(&mut targets, &block_ctx);
         Ctx {
             facts,
             policy,
             now,
+            active: PerResource {
+                cpu: active_of(modes.cpu),
+                memory: active_of(modes.memory),
+            },
             modes,
-            active,
-            mode_reports,
-            targets,
-            hpa,
-            strategy,
+            targets: Targets::default(),
+            hpa: checks::HpaVerdict::NotInvolved,
+            // No plan moves yet, so no HPA forces a rollout.
+            strategy: strategy::choose(policy, &facts.state, false),
         }
     }
 
-    pub(crate) fn active_resources(&self) -> Vec<Resource> {
-        self.active.iter().map(|(r, _)| *r).collect()
+    /// Every step's input: [`Ctx::base`] plus [`Ctx::complete`].
+    pub(crate) fn full(
+        facts: &'a Facts,
+        policy: &'a EffectivePolicy,
+        now: DateTime<Utc>,
+    ) -> Ctx<'a> {
+        let mut ctx = Ctx::base(facts, policy, now);
+        ctx.complete();
+        ctx
     }
-}
 
-fn mode_report(resource: Resource, mode: Mode) -> ResourceReport {
-    let reason = if mode == Mode::Off {
-        wk::REASON_MODE_OFF
-    } else {
-        wk::REASON_MODE_AUDIT
-    };
-    ResourceReport {
-        kind: ReportKind::Skipped,
-        reason,
-        resource,
-        container: None,
-        message: format!("{resource} is in mode {}", mode.as_str()),
+    /// Computes every target, the HPA verdict, the strategy and the per-resource blocks.
+    pub(crate) fn complete(&mut self) {
+        let (facts, policy) = (self.facts, self.policy);
+        self.targets = resources::targets(facts, policy, self.active_resources());
+        self.hpa = checks::hpa_verdict(facts, policy, &self.targets);
+        self.strategy = strategy::choose(policy, &facts.state, self.hpa.coordinated());
+        let carrier = self.strategy.carrier();
+        resources::mark_carrier(&mut self.targets, carrier);
+        let block_ctx = BlockCtx {
+            facts,
+            policy,
+            strategy: carrier,
+            now: self.now,
+        };
+        resources::resource_blocks(&mut self.targets, &block_ctx);
+    }
+
+    /// The resources that go on after the mode, CPU first.
+    pub(crate) fn active_resources(&self) -> &'static [Resource] {
+        resource_list(PerResource {
+            cpu: self.active.cpu.is_some(),
+            memory: self.active.memory.is_some(),
+        })
     }
 }
 
 /// Decides what to do with the workload's recommendation at `now` (design section 5).
 pub fn decide(facts: &Facts, policy: &EffectivePolicy, now: DateTime<Utc>) -> Decision {
-    let ctx = Ctx::new(facts, policy, now);
+    let mut ctx = Ctx::base(facts, policy, now);
+    if let Some(outcome) = checks::mode_and_tolerance(&mut ctx) {
+        return finish::finish(ctx, outcome);
+    }
+    ctx.complete();
     let stop = Check::ORDER
         .iter()
-        .find_map(|&check| checks::run(&ctx, check).stop);
-    let outcome = stop.unwrap_or_else(|| match checks::final_hpa_change(&ctx) {
-        Ok(hpa) => Outcome::Apply(apply_plan(&ctx, hpa)),
-        Err(block) => Outcome::Block(block),
-    });
-    finish(&ctx, outcome)
-}
-
-pub(crate) fn finish(ctx: &Ctx<'_>, outcome: Outcome) -> Decision {
-    // A mode skip that decides the workload already covers its own resources.
-    let mode_skip = match &outcome {
-        Outcome::Skip(s) if s.check == Check::Mode => Some(s.reason),
-        _ => None,
+        .filter(|c| **c > Check::Tolerance)
+        .find_map(|&check| checks::stop(&ctx, check));
+    let outcome = match stop {
+        Some(outcome) => outcome,
+        None => match checks::final_hpa_change(&mut ctx) {
+            Ok(hpa) => Outcome::Apply(finish::apply_plan(&ctx, hpa)),
+            Err(block) => Outcome::Block(block),
+        },
     };
-    let mut reports: Vec<ResourceReport> = ctx
-        .mode_reports
-        .iter()
-        .filter(|r| Some(r.reason) != mode_skip)
-        .cloned()
-        .collect();
-    let per_resource_ran = !matches!(&outcome, Outcome::Skip(_))
-        && !matches!(&outcome, Outcome::Block(b) if b.check < Check::ResourceLimits);
-    if per_resource_ran {
-        // When check 9 decides the workload, its first block is the outcome itself.
-        let skip =
-            usize::from(matches!(&outcome, Outcome::Block(b) if b.check == Check::ResourceLimits));
-        reports.extend(ctx.targets.blocks().skip(skip).map(block_report));
-    }
-    let mut message = match &outcome {
-        Outcome::Apply(a) => applied_message(a),
-        Outcome::Skip(s) => s.message.clone(),
-        Outcome::Block(b) => b.message.clone(),
-    };
-    let mut notes = ctx.targets.notes.clone();
-    if !ctx.targets.dropped.is_empty() {
-        notes.push(format!(
-            "not in the pod template: {}",
-            ctx.targets.dropped.join(", ")
-        ));
-    }
-    if !notes.is_empty() {
-        message = format!("{message}; {}", notes.join("; "));
-    }
-    let phase = phase(ctx, &outcome);
-    let summary = summary(ctx, &outcome);
-    Decision {
-        outcome,
-        reports,
-        phase,
-        message: kerf_api::event::cut_message(&message).to_owned(),
-        modes: ctx.modes.clone(),
-        strategy: ctx.strategy.clone(),
-        summary,
-        dropped_containers: ctx.targets.dropped.clone(),
-    }
-}
-
-fn block_report(b: &ResourceBlock) -> ResourceReport {
-    ResourceReport {
-        kind: ReportKind::Blocked,
-        reason: b.reason,
-        resource: b.resource,
-        container: Some(b.container.clone()),
-        message: b.message.clone(),
-    }
-}
-
-/// GR-40, AP-24: Blocked, unless an earlier change's values are still live; Deferred while
-/// a deferred change waits for its window.
-fn phase(ctx: &Ctx<'_>, outcome: &Outcome) -> Phase {
-    let live = ctx.facts.state.values_live();
-    match outcome {
-        Outcome::Apply(_) => Phase::Applying,
-        Outcome::Block(b) if b.reason == wk::REASON_OUTSIDE_MAINTENANCE_WINDOW => Phase::Deferred,
-        _ if live => Phase::Applied,
-        Outcome::Block(_) => Phase::Blocked,
-        Outcome::Skip(_) => Phase::Skipped,
-    }
-}
-
-fn apply_plan(ctx: &Ctx<'_>, hpa: Option<HpaChange>) -> ApplyPlan {
-    let approval = ctx.facts.pending_approval(ctx.now);
-    let resources = ctx.targets.applied_resources();
-    let approved = ctx.active.iter().any(|(r, a)| *a && resources.contains(r));
-    let approval = approval.filter(|_| approved).map(|a| ApprovalRef {
-        approval_id: a.approval_id.clone(),
-        approved_by: a.approved_by.clone(),
-    });
-    let reason = if approval.is_some() {
-        wk::REASON_APPROVED_ONCE
-    } else {
-        wk::REASON_RECOMMENDATION_APPLIED
-    };
-    let kept_limits = ctx
-        .targets
-        .plans
-        .iter()
-        .filter(|p| p.goes_in() && p.limit_removal_left_to_new_pods)
-        .map(|p| (p.container.clone(), p.resource))
-        .collect();
-    ApplyPlan {
-        strategy: ctx.strategy.carrier(),
-        containers: container_changes(&ctx.targets),
-        resources,
-        hpa,
-        reason,
-        approval,
-        recommendation_id: ctx.facts.recommendation.recommendation_id.clone(),
-        kept_limits,
-    }
-}
-
-/// The containers and values of the change: only resources that go in (EV-56).
-pub fn container_changes(targets: &Targets) -> Vec<ContainerChange> {
-    let mut out: Vec<ContainerChange> = Vec::new();
-    for p in targets.plans.iter().filter(|p| p.goes_in()) {
-        let idx = match out.iter().position(|c| c.name == p.container) {
-            Some(i) => i,
-            None => {
-                out.push(ContainerChange {
-                    name: p.container.clone(),
-                    from: ResourceRequirements::default(),
-                    to: ResourceRequirements::default(),
-                });
-                out.len() - 1
-            }
-        };
-        let r = p.resource;
-        let fmt = |v: Option<i64>| v.map(|v| quantity::format(r, v));
-        let c = &mut out[idx];
-        c.from.requests.set(r, fmt(p.from.request));
-        c.from.limits.set(r, fmt(p.from.limit));
-        c.to.requests.set(r, fmt(p.to.request));
-        c.to.limits.set(r, fmt(p.to.limit));
-    }
-    out
-}
-
-fn applied_message(a: &ApplyPlan) -> String {
-    let mut parts: Vec<String> = a
-        .containers
-        .iter()
-        .map(|c| {
-            let show = |v: &kerf_api::ResourceValues| {
-                Resource::ALL
-                    .iter()
-                    .filter_map(|r| v.get(*r).map(|q| format!("{r} {q}")))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            format!(
-                "{}: requests {} -> {}",
-                c.name,
-                show(&c.from.requests),
-                show(&c.to.requests)
-            )
-        })
-        .collect();
-    for (c, r) in &a.kept_limits {
-        parts.push(format!(
-            "the {r} limit of {c} stays on running pods; new pods get the removal"
-        ));
-    }
-    format!(
-        "{} by {}: {}",
-        a.reason,
-        a.strategy.as_str(),
-        parts.join("; ")
-    )
-}
-
-fn summary(ctx: &Ctx<'_>, outcome: &Outcome) -> Summary {
-    let show = |r: Resource| {
-        let before = ctx.targets.pod_request(ctx.facts, r, false);
-        let after = ctx
-            .targets
-            .plans
-            .iter()
-            .filter(|p| p.resource == r)
-            .fold(before, |acc, p| {
-                acc - p.from.request.unwrap_or(0) + p.to.request.unwrap_or(0)
-            });
-        let b = quantity::format(r, before);
-        if before == after {
-            b.to_string()
-        } else {
-            format!("{b}\u{2192}{}", quantity::format(r, after))
-        }
-    };
-    let mode = if ctx.modes.cpu == ctx.modes.memory {
-        ctx.modes.cpu.as_str().to_owned()
-    } else {
-        format!(
-            "cpu:{},memory:{}",
-            ctx.modes.cpu.as_str(),
-            ctx.modes.memory.as_str()
-        )
-    };
-    let reason = match outcome {
-        Outcome::Apply(a) => a.reason,
-        Outcome::Skip(s) => s.reason,
-        Outcome::Block(b) => b.reason,
-    };
-    Summary {
-        cpu: Some(show(Resource::Cpu)),
-        memory: Some(show(Resource::Memory)),
-        mode: Some(mode),
-        reason: Some(reason.to_owned()),
-    }
+    finish::finish(ctx, outcome)
 }

@@ -41,6 +41,52 @@ struct Number {
 
 /// Parses `q` into millicores (CPU) or bytes (memory), rounding up to a whole unit.
 pub fn parse_quantity(resource: Resource, q: &str) -> Result<i64, QuantityError> {
+    match parse_plain(resource, q) {
+        Some(v) => Ok(v),
+        None => parse_any(resource, q),
+    }
+}
+
+/// The common forms (`250m`, `2`, `512Mi`, `1Gi`, `64k`): digits and a suffix, read with
+/// `i64` arithmetic. `None` for any other form, and for a value that does not fit, which
+/// [`parse_any`] reads (and rejects) the same way.
+fn parse_plain(resource: Resource, q: &str) -> Option<i64> {
+    let end = q
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(q.len());
+    if end == 0 || end > 18 {
+        return None;
+    }
+    let n: i64 = q.get(..end)?.parse().ok()?;
+    let (exp10, exp2): (i32, u32) = match q.get(end..)? {
+        "" => (0, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        _ => return None,
+    };
+    let exp10 = exp10
+        + match resource {
+            Resource::Cpu => 3,
+            Resource::Memory => 0,
+        };
+    if exp10 < 0 {
+        // Memory in thousandths of a byte (exp2 is 0): round up to a whole byte.
+        let unit = 10i64.checked_pow(exp10.unsigned_abs())?;
+        return Some(n / unit + i64::from(n % unit != 0));
+    }
+    n.checked_mul(10i64.checked_pow(exp10.unsigned_abs())?)?
+        .checked_mul(1i64.checked_shl(exp2)?)
+}
+
+/// Reads every form Kubernetes accepts, with `i128` arithmetic.
+fn parse_any(resource: Resource, q: &str) -> Result<i64, QuantityError> {
     let bad = |reason: String| QuantityError::Invalid {
         value: q.to_owned(),
         reason,
@@ -229,11 +275,19 @@ fn format_memory(value: i64) -> String {
 /// millicore (CPU) or MiB (memory), never above `current`. The granularity of memory is
 /// a MiB, so a value below one MiB can not be lowered.
 pub fn decrease_floor(resource: Resource, current: i64, max_change_percent: u8) -> i64 {
-    let keep = 100 - i128::from(max_change_percent.min(100));
-    let unit: i128 = match resource {
+    let unit = match resource {
         Resource::Cpu => 1,
-        Resource::Memory => i128::from(MIB),
+        Resource::Memory => MIB,
     };
+    if (0..=i64::MAX / 100).contains(&current) {
+        // The same arithmetic without `i128`: `current * keep` fits.
+        let keep = 100 - i64::from(max_change_percent.min(100));
+        let (n, d) = (current * keep, 100 * unit);
+        let floor = (n / d + i64::from(n % d != 0)) * unit;
+        return floor.min(current);
+    }
+    let keep = 100 - i128::from(max_change_percent.min(100));
+    let unit = i128::from(unit);
     let floor = div_ceil(i128::from(current) * keep, 100 * unit) * unit;
     // The floor lies between 0 and `current` before the rounding, and the rounding is
     // capped at `current`, so it fits in i64.
@@ -267,7 +321,26 @@ pub fn within_tolerance(current: i64, target: i64, tolerance_percent_milli: u32)
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        // design D14: the common forms read as every form does
+        #[test]
+        fn plain_forms_read_as_any_form(
+            digits in "[0-9]{1,20}",
+            suffix in proptest::sample::select(vec!["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "Pi", "n", "e3"]),
+            cpu in any::<bool>(),
+        ) {
+            let r = if cpu { Resource::Cpu } else { Resource::Memory };
+            let q = format!("{digits}{suffix}");
+            if let Some(v) = parse_plain(r, &q) {
+                prop_assert_eq!(Ok(v), parse_any(r, &q));
+            }
+            prop_assert_eq!(parse_quantity(r, &q), parse_any(r, &q));
+        }
+    }
 
     #[test]
     fn scale_rounds_away_from_zero() {

@@ -7,17 +7,20 @@
 //! RestartPolicyRequired, UnsupportedNode); a block takes only that container's resource
 //! out of the change.
 
-use chrono::{DateTime, Utc};
+use std::ops::ControlFlow;
+
 use kerf_api::policy::Strategy;
-use kerf_api::rsr::{ContainerFlag, ContainerRecommendation};
-use kerf_api::wellknown as wk;
+use kerf_api::rsr::ContainerRecommendation;
 use kerf_api::{Quantity, Resource, ResourceValues};
 
 use crate::effective::{EffectivePolicy, PerResource};
-use crate::facts::{ContainerFacts, Facts, ResizePolicy, Values};
+use crate::facts::{ContainerFacts, Facts, Values};
 use crate::hpa::ContainerRequests;
-use crate::jvm::{self, Runtime};
 use crate::quantity::{self, QuantityError};
+
+mod blocks;
+
+pub use self::blocks::{BlockCtx, Refusal, ResourceBlock, resource_blocks};
 
 /// A request and a limit of one resource: millicores or bytes, `None` = not set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -28,24 +31,11 @@ pub struct Pair {
     pub limit: Option<i64>,
 }
 
-/// A per-resource refusal inside check 9.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceBlock {
-    /// The contract's reason (Throttled, OOMKilled, ...).
-    pub reason: &'static str,
-    /// The container.
-    pub container: String,
-    /// The resource taken out of the change.
-    pub resource: Resource,
-    /// What holds it back, for people.
-    pub message: String,
-}
-
 /// What one container's resource would become.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourcePlan {
+pub struct ResourcePlan<'a> {
     /// The container.
-    pub container: String,
+    pub container: &'a str,
     /// The resource.
     pub resource: Resource,
     /// The current values.
@@ -55,10 +45,10 @@ pub struct ResourcePlan {
     /// True when `to` removes a limit that an in-place resize must keep on running pods.
     pub limit_removal_left_to_new_pods: bool,
     /// The block that takes this resource out of the change, if any.
-    pub block: Option<ResourceBlock>,
+    pub block: Option<ResourceBlock<'a>>,
 }
 
-impl ResourcePlan {
+impl ResourcePlan<'_> {
     /// Whether any value changes.
     pub fn moves(&self) -> bool {
         self.from != self.to
@@ -81,16 +71,16 @@ fn lower(to: Option<i64>, from: Option<i64>) -> bool {
 
 /// The targets of every changeable container the recommendation names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Targets {
+pub struct Targets<'a> {
     /// One plan per container and active resource that has something to decide.
-    pub plans: Vec<ResourcePlan>,
+    pub plans: Vec<ResourcePlan<'a>>,
     /// Recommended containers the template lacks (design D8).
-    pub dropped: Vec<String>,
+    pub dropped: Vec<&'a str>,
     /// Values left out, for the message (bad quantities, BestEffort containers, ...).
     pub notes: Vec<String>,
 }
 
-impl Targets {
+impl<'a> Targets<'a> {
     /// Whether any plan moves by the tolerance or more.
     pub fn any_moves(&self) -> bool {
         self.plans.iter().any(ResourcePlan::moves)
@@ -101,11 +91,21 @@ impl Targets {
         self.plans.iter().any(ResourcePlan::goes_in)
     }
 
+    /// Whether some plan of `r` moves.
+    pub fn moves(&self, r: Resource) -> bool {
+        self.plans.iter().any(|p| p.resource == r && p.moves())
+    }
+
+    /// Whether some plan of `r` goes in.
+    pub fn goes_in(&self, r: Resource) -> bool {
+        self.plans.iter().any(|p| p.resource == r && p.goes_in())
+    }
+
     /// Resources with at least one moving plan, CPU first.
     pub fn moving_resources(&self) -> Vec<Resource> {
         Resource::ALL
             .into_iter()
-            .filter(|r| self.plans.iter().any(|p| p.resource == *r && p.moves()))
+            .filter(|r| self.moves(*r))
             .collect()
     }
 
@@ -113,65 +113,140 @@ impl Targets {
     pub fn applied_resources(&self) -> Vec<Resource> {
         Resource::ALL
             .into_iter()
-            .filter(|r| self.plans.iter().any(|p| p.resource == *r && p.goes_in()))
+            .filter(|r| self.goes_in(*r))
             .collect()
     }
 
     /// The per-resource blocks of moving plans, in container and resource order.
-    pub fn blocks(&self) -> impl Iterator<Item = &ResourceBlock> {
+    pub fn blocks(&self) -> impl Iterator<Item = &ResourceBlock<'a>> {
         self.plans
             .iter()
             .filter(|p| p.moves())
             .filter_map(|p| p.block.as_ref())
     }
 
-    /// Requests per changeable container, before (`after = false`) or after the change
-    /// (only plans that go in count): what an HPA divides usage by.
-    pub fn container_requests(&self, facts: &Facts, after: bool) -> ContainerRequests {
-        let mut out = ContainerRequests::new();
+    /// Requests per changeable container before and after the change (only plans that go
+    /// in count): what an HPA divides usage by.
+    pub fn container_requests(
+        &self,
+        facts: &'a Facts,
+    ) -> (ContainerRequests<&'a str>, ContainerRequests<&'a str>) {
+        let (mut before, mut after) = (ContainerRequests::new(), ContainerRequests::new());
         for c in facts.workload.containers.iter().filter(|c| c.changeable()) {
-            let (mut requests, limits) = current(facts, c);
+            let (requests, limits) = current(facts, c);
+            let (mut old, mut new) = (requests.clone(), requests);
             for r in Resource::ALL {
-                let current = requests.get(r).or(*limits.get(r));
+                let current = requests_or_limit(&old, &limits, r);
                 let plan = self
                     .plans
                     .iter()
-                    .find(|p| p.container == c.name && p.resource == r);
-                *requests.get_mut(r) = match plan {
-                    Some(p) if after && p.goes_in() => p.to.request,
-                    Some(p) => p.from.request,
-                    None => current,
+                    .find(|p| p.resource == r && p.container == c.name);
+                let (o, n) = match plan {
+                    Some(p) if p.goes_in() => (p.from.request, p.to.request),
+                    Some(p) => (p.from.request, p.from.request),
+                    None => (current, current),
                 };
+                (*old.get_mut(r), *new.get_mut(r)) = (o, n);
             }
-            out.insert(c.name.clone(), requests);
+            before.insert(c.name.as_str(), old);
+            after.insert(c.name.as_str(), new);
         }
-        out
+        (before, after)
     }
 
-    /// One resource's requests summed over the changeable containers (the pod request).
-    pub fn pod_request(&self, facts: &Facts, resource: Resource, after: bool) -> i64 {
-        self.container_requests(facts, after)
-            .values()
-            .map(|v| v.get(resource).unwrap_or(0))
-            .sum()
+    /// One resource's request summed over the changeable containers (the pod request),
+    /// before and after every plan of it (blocked ones included). Container names are
+    /// unique in a pod template, so a plan's `from` is its container's current value.
+    pub fn pod_request(&self, facts: &Facts, resource: Resource) -> (i64, i64) {
+        let before = facts
+            .workload
+            .containers
+            .iter()
+            .filter(|c| c.changeable())
+            .map(|c| {
+                let (requests, limits) = current(facts, c);
+                requests
+                    .get(resource)
+                    .or(*limits.get(resource))
+                    .unwrap_or(0)
+            })
+            .sum();
+        let after = self
+            .plans
+            .iter()
+            .filter(|p| p.resource == resource)
+            .fold(before, |acc, p| {
+                acc - p.from.request.unwrap_or(0) + p.to.request.unwrap_or(0)
+            });
+        (before, after)
     }
 }
 
-/// Computes the targets for the `active` resources (design D8, D9, D14, GR-14..GR-20,
-/// GR-23, RB-31).
-pub fn targets(facts: &Facts, policy: &EffectivePolicy, active: &[Resource]) -> Targets {
-    let mut out = Targets::default();
+/// What the per-resource step finds for one recommended container (and, for a plan, one
+/// active resource).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found<'a> {
+    /// What the resource would become (no block marked yet).
+    Plan(ResourcePlan<'a>),
+    /// A recommended container the template lacks, or one Kerf may not change (design D8).
+    Dropped(&'a str),
+    /// A container with no requests or limits (BestEffort) keeps none (design D9).
+    BestEffort(&'a str),
+    /// A recommended value that does not parse.
+    Invalid(&'a str, QuantityError),
+}
+
+impl Found<'_> {
+    /// The note for the message, for what is left out.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Found::BestEffort(name) => Some(format!(
+                "container {name} has no requests or limits (BestEffort) and keeps none"
+            )),
+            Found::Invalid(name, e) => Some(format!("container {name}: {e}")),
+            Found::Plan(_) | Found::Dropped(_) => None,
+        }
+    }
+}
+
+/// The targets for the `active` resources (design D8, D9, D14, GR-14..GR-20, GR-23, RB-31).
+pub fn targets<'a>(facts: &'a Facts, policy: &EffectivePolicy, active: &[Resource]) -> Targets<'a> {
+    let mut out = Targets {
+        plans: Vec::with_capacity(facts.recommendation.containers.len() * active.len()),
+        ..Targets::default()
+    };
+    for_each_target(facts, policy, active, |found| {
+        match found {
+            Found::Plan(plan) => out.plans.push(plan),
+            Found::Dropped(name) => out.dropped.push(name),
+            other => out.notes.extend(other.note()),
+        }
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+/// Computes the targets for the `active` resources, one [`Found`] at a time in
+/// recommendation order, without allocating (what [`targets`] collects), until `each`
+/// breaks.
+pub fn for_each_target<'a>(
+    facts: &'a Facts,
+    policy: &EffectivePolicy,
+    active: &[Resource],
+    mut each: impl FnMut(Found<'a>) -> ControlFlow<()>,
+) {
     for rec in &facts.recommendation.containers {
         let Some(container) = facts.container(&rec.name).filter(|c| c.changeable()) else {
-            out.dropped.push(rec.name.clone());
+            if each(Found::Dropped(&rec.name)).is_break() {
+                return;
+            }
             continue;
         };
         let (requests, limits) = current(facts, container);
         if is_best_effort(&requests, &limits) {
-            out.notes.push(format!(
-                "container {} has no requests or limits (BestEffort) and keeps none",
-                rec.name
-            ));
+            if each(Found::BestEffort(&rec.name)).is_break() {
+                return;
+            }
             continue;
         }
         let guaranteed = is_guaranteed(&requests, &limits);
@@ -186,13 +261,15 @@ pub fn targets(facts: &Facts, policy: &EffectivePolicy, active: &[Resource]) -> 
                 resource,
                 guaranteed,
             };
-            match ctx.plan(rec, from) {
-                Ok(plan) => out.plans.push(plan),
-                Err(e) => out.notes.push(format!("container {}: {e}", rec.name)),
+            let found = match ctx.plan(rec, from) {
+                Ok(plan) => Found::Plan(plan),
+                Err(e) => Found::Invalid(&rec.name, e),
+            };
+            if each(found).is_break() {
+                return;
             }
         }
     }
-    out
 }
 
 /// The current requests and limits of a template container: the live values of an applied
@@ -210,6 +287,12 @@ pub fn current(facts: &Facts, container: &ContainerFacts) -> (Values, Values) {
         ),
         None => (container.requests.clone(), container.limits.clone()),
     }
+}
+
+/// The request of `r`, or the limit where no request is set (what Kubernetes defaults the
+/// request to).
+fn requests_or_limit(requests: &Values, limits: &Values, r: Resource) -> Option<i64> {
+    requests.get(r).or(*limits.get(r))
 }
 
 fn parse_values(v: &ResourceValues) -> Result<Values, QuantityError> {
@@ -244,11 +327,11 @@ struct ValueCtx<'a> {
 }
 
 impl ValueCtx<'_> {
-    fn plan(
+    fn plan<'a>(
         &self,
-        rec: &ContainerRecommendation,
+        rec: &'a ContainerRecommendation,
         from: Pair,
-    ) -> Result<ResourcePlan, QuantityError> {
+    ) -> Result<ResourcePlan<'a>, QuantityError> {
         let r = self.resource;
         let parse = |v: &ResourceValues| v.get(r).map(|q| quantity::parse(r, q)).transpose();
         let (rec_request, rec_limit) = (parse(&rec.requests)?, parse(&rec.limits)?);
@@ -259,7 +342,7 @@ impl ValueCtx<'_> {
         let removes = rec.remove_limits.contains(&r);
         let limit = self.limit(from.limit, rec_limit, removes, request);
         let mut plan = ResourcePlan {
-            container: rec.name.clone(),
+            container: &rec.name,
             resource: r,
             from,
             to: Pair { request, limit },
@@ -329,207 +412,40 @@ impl ValueCtx<'_> {
         }
     }
 
-    /// RB-31: the last change was rolled back for this resource and the target equals
-    /// the values that change had set.
-    fn repeats_rolled_back(&self, plan: &ResourcePlan) -> bool {
+    /// RB-31: the last change was rolled back and the target equals the values that change
+    /// had set for this resource. That holds for every resource the change touched, not
+    /// only the restored ones: a resource a partial rollback kept (RB-35) is not applied
+    /// again with the same values either, even after the cooldown (docs/health.md).
+    fn repeats_rolled_back(&self, plan: &ResourcePlan<'_>) -> bool {
         let state = &self.facts.state;
         let (Some(rb), Some(change)) = (&state.last_rollback, &state.change) else {
             return false;
         };
-        if rb.change_id != change.id || !rb.resources.contains(&self.resource) {
+        if rb.change_id != change.id {
             return false;
         }
         let Some(c) = change.containers.iter().find(|c| c.name == plan.container) else {
             return false;
         };
-        let parse = |q: Option<&Quantity>| q.and_then(|q| quantity::parse(self.resource, q).ok());
-        let removed = Pair {
-            request: parse(c.to.requests.get(self.resource)),
-            limit: parse(c.to.limits.get(self.resource)),
+        let r = self.resource;
+        let parse = |q: &Quantity| quantity::parse(r, q).ok();
+        // `to` lists only what the change set: a value it left out stayed as it was, a limit
+        // in `from` but not in `to` was removed.
+        let request = c.to.requests.get(r).map_or(plan.from.request, parse);
+        let limit = match (c.to.limits.get(r), c.from.limits.get(r)) {
+            (Some(q), _) => parse(q),
+            (None, Some(_)) => None,
+            (None, None) => plan.from.limit,
         };
-        plan.moves() && plan.to == removed
+        plan.moves() && plan.to == Pair { request, limit }
     }
 }
 
 /// Marks the limit removals an in-place resize cannot send (design D9, AP-17): running
 /// pods keep the limit, new pods get the removal through the webhook.
-pub fn mark_carrier(targets: &mut Targets, carrier: Strategy) {
+pub fn mark_carrier(targets: &mut Targets<'_>, carrier: Strategy) {
     for p in &mut targets.plans {
         p.limit_removal_left_to_new_pods =
             carrier == Strategy::InPlace && p.from.limit.is_some() && p.to.limit.is_none();
     }
-}
-
-/// Inputs of the per-resource blocks besides the plans.
-pub struct BlockCtx<'a> {
-    /// The snapshot.
-    pub facts: &'a Facts,
-    /// The effective policy.
-    pub policy: &'a EffectivePolicy,
-    /// The strategy the change would use: in-place or rollout (deferred counts as rollout).
-    pub strategy: Strategy,
-    /// Now.
-    pub now: DateTime<Utc>,
-}
-
-/// Marks the per-resource blocks of check 9 on every moving plan (GR-22, GR-27..GR-29,
-/// EV-34..EV-36, AP-14..AP-16, RB-32..RB-34, design D19).
-pub fn resource_blocks(targets: &mut Targets, ctx: &BlockCtx<'_>) {
-    let unsupported = unsupported_nodes(ctx);
-    for plan in targets.plans.iter_mut().filter(|p| p.moves()) {
-        let Some(container) = ctx.facts.container(&plan.container) else {
-            continue;
-        };
-        let rec = ctx
-            .facts
-            .recommendation
-            .containers
-            .iter()
-            .find(|c| c.name == plan.container);
-        let flags = rec.map(|r| r.flags.as_slice()).unwrap_or_default();
-        plan.block = first_block(plan, container, flags, ctx, &unsupported);
-    }
-}
-
-fn first_block(
-    plan: &ResourcePlan,
-    container: &ContainerFacts,
-    flags: &[ContainerFlag],
-    ctx: &BlockCtx<'_>,
-    unsupported: &UnsupportedNodes,
-) -> Option<ResourceBlock> {
-    let runtime = jvm::detect(flags, container);
-    let (reason, message) = fixed_heap_block(plan, runtime)
-        .or_else(|| flag_block(plan, flags))
-        .or_else(|| rollback_hold(plan, ctx).map(|until| rollback_block(plan, until)))
-        .or_else(|| in_place_block(plan, container, runtime, ctx.strategy, unsupported))?;
-    Some(ResourceBlock {
-        reason,
-        container: plan.container.clone(),
-        resource: plan.resource,
-        message,
-    })
-}
-
-type Refusal = (&'static str, String);
-
-/// EV-35, EV-36: memory of a JVM with a fixed heap is only audited.
-fn fixed_heap_block(plan: &ResourcePlan, runtime: Runtime) -> Option<Refusal> {
-    (plan.resource == Resource::Memory && runtime.fixed_heap).then(|| {
-        let name = &plan.container;
-        let message = format!(
-            "container {name} runs a JVM with a fixed maximum heap: memory is only audited"
-        );
-        (wk::REASON_JVM_FIXED_HEAP, message)
-    })
-}
-
-/// GR-27, GR-28: no CPU decrease while throttled, no memory decrease after OOM kills.
-fn flag_block(plan: &ResourcePlan, flags: &[ContainerFlag]) -> Option<Refusal> {
-    if !plan.decreases() {
-        return None;
-    }
-    let name = &plan.container;
-    match plan.resource {
-        Resource::Cpu if flags.contains(&ContainerFlag::Throttled) => Some((
-            wk::REASON_THROTTLED,
-            format!("container {name} is throttled: no CPU decrease"),
-        )),
-        Resource::Memory if flags.contains(&ContainerFlag::OomKilled) => Some((
-            wk::REASON_OOM_KILLED,
-            format!("container {name} was OOM-killed: no memory decrease"),
-        )),
-        _ => None,
-    }
-}
-
-fn rollback_block(plan: &ResourcePlan, until: DateTime<Utc>) -> Refusal {
-    let message = format!(
-        "{} of container {} was rolled back: no decrease before {}",
-        plan.resource,
-        plan.container,
-        until.to_rfc3339()
-    );
-    (wk::REASON_COOLDOWN, message)
-}
-
-/// EV-34, AP-14..AP-16, design D19: what in-place cannot carry.
-fn in_place_block(
-    plan: &ResourcePlan,
-    container: &ContainerFacts,
-    runtime: Runtime,
-    strategy: Strategy,
-    unsupported: &UnsupportedNodes,
-) -> Option<Refusal> {
-    if strategy != Strategy::InPlace {
-        return None;
-    }
-    let restart = container.resize_policy.memory == ResizePolicy::RestartContainer;
-    if plan.resource == Resource::Memory && runtime.needs_restart_for_memory() && !restart {
-        let message = format!(
-            "container {} (JVM or Python) needs resizePolicy RestartContainer for memory, or a rollout",
-            plan.container
-        );
-        return Some((wk::REASON_RESTART_POLICY_REQUIRED, message));
-    }
-    unsupported
-        .reason(plan.resource)
-        .map(|why| (wk::REASON_UNSUPPORTED_NODE, why))
-}
-
-/// GR-22, RB-32..RB-34: the end of the decrease hold of a rolled-back resource.
-fn rollback_hold(plan: &ResourcePlan, ctx: &BlockCtx<'_>) -> Option<DateTime<Utc>> {
-    let rb = ctx.facts.state.last_rollback.as_ref()?;
-    let until = rb.time + ctx.policy.cooldown.value;
-    (plan.decreases() && rb.resources.contains(&plan.resource) && ctx.now < until).then_some(until)
-}
-
-/// Why in-place changes cannot work on the workload's nodes (AP-14, AP-15, design D19).
-struct UnsupportedNodes {
-    all: Option<String>,
-    memory: Option<String>,
-}
-
-impl UnsupportedNodes {
-    fn reason(&self, r: Resource) -> Option<String> {
-        match r {
-            Resource::Cpu => self.all.clone(),
-            Resource::Memory => self.all.clone().or_else(|| self.memory.clone()),
-        }
-    }
-}
-
-fn unsupported_nodes(ctx: &BlockCtx<'_>) -> UnsupportedNodes {
-    let facts = ctx.facts;
-    if !facts.settings.resize_subresource {
-        let all = Some("cluster has no pods/resize".to_owned());
-        return UnsupportedNodes { all, memory: None };
-    }
-    let mut out = UnsupportedNodes {
-        all: None,
-        memory: None,
-    };
-    for pod in &facts.pods {
-        let Some(node) = pod.node.as_deref().and_then(|n| facts.node(n)) else {
-            continue;
-        };
-        let matched = facts
-            .settings
-            .unsupported_node_selectors
-            .iter()
-            .any(|sel| sel.iter().all(|(k, v)| node.labels.get(k) == Some(v)));
-        if matched && out.all.is_none() {
-            out.all = Some(format!(
-                "pod {} runs on node {}, which matches unsupportedNodeSelectors: no in-place change",
-                pod.name, node.name
-            ));
-        }
-        if node.swap && out.memory.is_none() {
-            out.memory = Some(format!(
-                "pod {} runs on node {}, which has swap: no in-place memory change",
-                pod.name, node.name
-            ));
-        }
-    }
-    out
 }

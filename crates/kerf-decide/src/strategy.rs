@@ -69,7 +69,7 @@ pub fn choose(policy: &EffectivePolicy, state: &RsrState, hpa_coordinated: bool)
 pub fn single_replica_unsafe(
     facts: &Facts,
     policy: &EffectivePolicy,
-    targets: &Targets,
+    targets: &Targets<'_>,
     carrier: Strategy,
 ) -> Option<String> {
     if policy.allow_disruption || !replicas::is_single_replica(&facts.workload.replicas) {
@@ -96,11 +96,11 @@ fn unsafe_rollout(facts: &Facts) -> Option<String> {
 }
 
 /// The first container and resource whose in-place resize restarts the container.
-fn restarting_resize(facts: &Facts, targets: &Targets) -> Option<(String, Resource)> {
+fn restarting_resize<'a>(facts: &Facts, targets: &Targets<'a>) -> Option<(&'a str, Resource)> {
     targets.plans.iter().filter(|p| p.goes_in()).find_map(|p| {
-        let c = facts.container(&p.container)?;
+        let c = facts.container(p.container)?;
         (*c.resize_policy.get(p.resource) == ResizePolicy::RestartContainer)
-            .then(|| (p.container.clone(), p.resource))
+            .then_some((p.container, p.resource))
     })
 }
 

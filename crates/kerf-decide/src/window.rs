@@ -9,15 +9,18 @@
 //!
 //! Nothing here reads a clock: every question takes `now`.
 
-use std::str::FromStr;
+use std::ops::Deref;
 
-use chrono::{DateTime, Duration, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use kerf_api::policy::Window;
+use kerf_api::validate::{parse_schedule as read_schedule, parse_time_zone};
 
 use crate::duration::{DurationError, parse_go_duration};
+
+mod schedule;
+
+pub use schedule::Schedule;
 
 /// The most windows one list may hold (AP-32, rule reading 14).
 pub const MAX_WINDOWS: usize = 16;
@@ -87,7 +90,7 @@ enum Shape {
 
 #[derive(Clone, Debug)]
 struct Recurring {
-    cron: Cron,
+    schedule: Schedule,
     duration: Duration,
     zone: Tz,
 }
@@ -96,7 +99,7 @@ struct Recurring {
 pub fn parse_window(w: &Window) -> Result<ParsedWindow, WindowError> {
     let shape = match (&w.schedule, &w.duration, &w.start, &w.end) {
         (Some(schedule), Some(duration), None, None) => Shape::Recurring(Box::new(Recurring {
-            cron: parse_schedule(schedule)?,
+            schedule: parse_schedule(schedule)?,
             duration: parse_window_duration(duration.as_str())?,
             zone: parse_zone(w.time_zone.as_deref())?,
         })),
@@ -129,22 +132,11 @@ fn fields_set(w: &Window) -> String {
     }
 }
 
-fn parse_schedule(schedule: &str) -> Result<Cron, WindowError> {
-    let bad = |reason: String| WindowError::field("schedule", schedule, reason);
-    check_schedule(schedule).map_err(bad)?;
-    let cron = CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .build()
-        .parse(schedule)
-        .map_err(|e| bad(e.to_string()))?;
-    // A schedule such as `0 0 30 2 *` passes every field check and never fires.
-    let origin = NaiveDate::from_ymd_opt(2000, 1, 1)
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .unwrap_or_default();
-    cron.find_next_occurrence(&origin, true)
-        .map_err(|_| bad("never fires".to_owned()))?;
-    Ok(cron)
+/// The schedule as kerf-api's policy validation reads it, so both name the same windows.
+fn parse_schedule(schedule: &str) -> Result<Schedule, WindowError> {
+    read_schedule(schedule)
+        .map(|cron| Schedule::new(&cron))
+        .map_err(|reason| WindowError::field("schedule", schedule, reason))
 }
 
 fn parse_window_duration(duration: &str) -> Result<Duration, WindowError> {
@@ -164,8 +156,9 @@ fn parse_window_duration(duration: &str) -> Result<Duration, WindowError> {
 fn parse_zone(zone: Option<&str>) -> Result<Tz, WindowError> {
     match zone {
         None => Ok(Tz::UTC),
-        Some(name) => Tz::from_str(name)
-            .map_err(|_| WindowError::field("timeZone", name, "unknown time zone")),
+        Some(name) => {
+            parse_time_zone(name).map_err(|reason| WindowError::field("timeZone", name, reason))
+        }
     }
 }
 
@@ -184,134 +177,6 @@ fn parse_one_off(start: &str, end: &str) -> Result<(DateTime<Utc>, DateTime<Utc>
         ));
     }
     Ok((start_at, end_at))
-}
-
-/// One field of a 5-field cron expression.
-struct FieldSpec {
-    name: &'static str,
-    min: u32,
-    max: u32,
-    /// Names for the values from `min` on (`JAN` is 1, `SUN` is 0).
-    names: &'static [&'static str],
-}
-
-const MONTHS: &[&str] = &[
-    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-];
-const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
-
-const FIELDS: [FieldSpec; 5] = [
-    FieldSpec {
-        name: "minute",
-        min: 0,
-        max: 59,
-        names: &[],
-    },
-    FieldSpec {
-        name: "hour",
-        min: 0,
-        max: 23,
-        names: &[],
-    },
-    FieldSpec {
-        name: "day-of-month",
-        min: 1,
-        max: 31,
-        names: &[],
-    },
-    FieldSpec {
-        name: "month",
-        min: 1,
-        max: 12,
-        names: MONTHS,
-    },
-    FieldSpec {
-        name: "day-of-week",
-        min: 0,
-        max: 7,
-        names: DAYS,
-    },
-];
-
-/// Accepts the standard 5-field form only: numbers, names of months and weekdays, `*`,
-/// lists, ranges, and steps on `*` or a range. Rejects seconds and year fields,
-/// `@daily`-style nicknames and the extensions `?`, `L`, `W`, `#` and `+`.
-fn check_schedule(schedule: &str) -> Result<(), String> {
-    let fields: Vec<&str> = schedule.split_whitespace().collect();
-    if fields.len() != FIELDS.len() {
-        return Err(format!(
-            "expected 5 fields (minute hour day-of-month month day-of-week), found {}",
-            fields.len()
-        ));
-    }
-    for (field, spec) in fields.iter().zip(FIELDS.iter()) {
-        for item in field.split(',') {
-            check_item(item, spec)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_item(item: &str, spec: &FieldSpec) -> Result<(), String> {
-    let (range, step) = match item.split_once('/') {
-        Some((range, step)) => (range, Some(step)),
-        None => (item, None),
-    };
-    if let Some(step) = step {
-        let n =
-            number(step).ok_or_else(|| format!("{} step {step:?} is not a number", spec.name))?;
-        if n == 0 || n > spec.max {
-            return Err(format!("{} step out of range", spec.name));
-        }
-        if range != "*" && !range.contains('-') {
-            return Err(format!(
-                "{} step {item:?} needs * or a range before /",
-                spec.name
-            ));
-        }
-    }
-    if range == "*" {
-        return Ok(());
-    }
-    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-    let (lo, mut hi) = (spec.value(lo)?, spec.value(hi)?);
-    if spec.names == DAYS && hi == 0 && lo > 0 {
-        hi = 7; // `FRI-SUN`
-    }
-    if lo > hi {
-        return Err(format!("{} range {range:?} runs backwards", spec.name));
-    }
-    Ok(())
-}
-
-impl FieldSpec {
-    fn value(&self, text: &str) -> Result<u32, String> {
-        if let Some(n) = number(text) {
-            if n < self.min || n > self.max {
-                return Err(format!("{} out of range", self.name));
-            }
-            return Ok(n);
-        }
-        let offset = if self.names == MONTHS { 1 } else { 0 };
-        self.names
-            .iter()
-            .position(|name| name.eq_ignore_ascii_case(text))
-            .and_then(|i| u32::try_from(i).ok())
-            .map(|i| i + offset)
-            .ok_or_else(|| format!("{} value {text:?} is not allowed", self.name))
-    }
-}
-
-/// A plain decimal number; anything with more than four digits is out of every range.
-fn number(text: &str) -> Option<u32> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let significant = text.trim_start_matches('0');
-    if significant.len() > 4 {
-        return Some(u32::MAX);
-    }
-    Some(significant.parse().unwrap_or(0))
 }
 
 impl ParsedWindow {
@@ -342,6 +207,31 @@ impl ParsedWindow {
         }
     }
 
+    /// [`ParsedWindow::current_end`] and [`ParsedWindow::next_open`] at once, converting
+    /// `now` to the window's time zone once.
+    pub fn end_and_next(
+        &self,
+        now: DateTime<Utc>,
+    ) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+        let Shape::Recurring(r) = &self.shape else {
+            return (self.current_end(now), self.next_open(now));
+        };
+        let Some(wall) = r.wall_limit(now) else {
+            return (None, None);
+        };
+        let end = r
+            .schedule
+            .prev(wall, true)
+            .and_then(|fire| r.fire_instant(fire))
+            .and_then(|s| s.checked_add_signed(r.duration))
+            .filter(|end| now < *end);
+        let next = r
+            .schedule
+            .next(wall, false)
+            .and_then(|fire| r.fire_instant(fire));
+        (end, next)
+    }
+
     /// Whether this is a recurring window (as opposed to a one-off).
     pub fn is_recurring(&self) -> bool {
         matches!(self.shape, Shape::Recurring(_))
@@ -352,14 +242,14 @@ impl Recurring {
     /// The latest opening start at or before `now`.
     fn last_start(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let wall = self.wall_limit(now)?;
-        let fire = self.cron.find_previous_occurrence(&wall, true).ok()?;
+        let fire = self.schedule.prev(wall, true)?;
         self.fire_instant(fire)
     }
 
     /// The earliest opening start strictly after `now`.
     fn next_start(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let wall = self.wall_limit(now)?;
-        let fire = self.cron.find_next_occurrence(&wall, false).ok()?;
+        let fire = self.schedule.next(wall, false)?;
         self.fire_instant(fire)
     }
 
@@ -370,16 +260,21 @@ impl Recurring {
     /// every wall time of that hour already fired in the first pass, so the limit is the
     /// last wall time before the clock went back.
     fn wall_limit(&self, now: DateTime<Utc>) -> Option<NaiveDateTime> {
-        let local = now.with_timezone(&self.zone);
-        let wall = local.naive_local();
-        let LocalResult::Ambiguous(earlier, _) = self.zone.from_local_datetime(&wall) else {
+        if self.zone == Tz::UTC {
+            return Some(now.naive_utc()); // no hour repeats in UTC
+        }
+        let utc = now.naive_utc();
+        let offset_now = self.zone.offset_from_utc_datetime(&utc).fix();
+        let wall = utc.checked_add_offset(offset_now)?;
+        let LocalResult::Ambiguous(earlier, _) = self.zone.offset_from_local_datetime(&wall) else {
             return Some(wall);
         };
-        let offset_now = local.offset().fix();
-        if earlier.offset().fix() == offset_now {
+        let earlier = earlier.fix();
+        if earlier == offset_now {
             return Some(wall);
         }
-        let back = first_second(earlier.timestamp(), now.timestamp(), |s| {
+        let earlier_at = wall.checked_sub_offset(earlier)?.and_utc().timestamp();
+        let back = first_second(earlier_at, now.timestamp(), |s| {
             self.offset_at(s) == Some(offset_now)
         })?;
         let before = DateTime::from_timestamp(back, 0)? - Duration::nanoseconds(1);
@@ -389,11 +284,14 @@ impl Recurring {
     /// The instant a wall time fires at: its single instant; the first of two in a
     /// repeated hour; the first instant after the gap for a skipped wall time.
     fn fire_instant(&self, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
-        match self.zone.from_local_datetime(&wall) {
-            LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
-            LocalResult::Ambiguous(earlier, _) => Some(earlier.with_timezone(&Utc)),
-            LocalResult::None => self.gap_end(wall),
+        if self.zone == Tz::UTC {
+            return Some(wall.and_utc());
         }
+        let offset = match self.zone.offset_from_local_datetime(&wall) {
+            LocalResult::Single(o) | LocalResult::Ambiguous(o, _) => o.fix(),
+            LocalResult::None => return self.gap_end(wall),
+        };
+        wall.checked_sub_offset(offset).map(|t| t.and_utc())
     }
 
     /// The first instant whose wall time is past `wall`, a wall time inside a gap. UTC
@@ -460,53 +358,202 @@ pub struct WindowVerdict {
 /// maintenance window counts as closed (AP-33); an invalid freeze window counts as open
 /// (AP-39). A list of more than 16 windows is invalid as a whole (rule reading 14):
 /// closed for maintenance, open for freeze.
+///
+/// This validates every window on each call; [`WindowList`] validates once.
 pub fn evaluate_windows(kind: WindowKind, windows: &[Window], now: DateTime<Utc>) -> WindowVerdict {
-    let fail_open = kind == WindowKind::Freeze;
-    if windows.len() > MAX_WINDOWS {
-        return WindowVerdict {
-            open: fail_open,
-            next_open: None,
-            open_until: None,
-            errors: vec![(
-                MAX_WINDOWS,
-                WindowError::TooMany {
-                    count: windows.len(),
-                },
-            )],
-        };
-    }
-    let mut valid = Vec::with_capacity(windows.len());
-    let mut errors = Vec::new();
-    for (i, w) in windows.iter().enumerate() {
-        match parse_window(w) {
-            Ok(parsed) => valid.push(parsed),
-            Err(e) => errors.push((i, e)),
+    WindowList::new(windows.to_vec()).evaluate(kind, now)
+}
+
+/// A list of windows as written, each validated once when the list is made.
+///
+/// It reads as the windows as written (`Deref` to `[Window]`), compares and serializes as
+/// them, and evaluates without parsing a schedule or time zone again.
+#[derive(Clone, Debug, Default)]
+pub struct WindowList {
+    windows: Vec<Window>,
+    valid: Vec<ParsedWindow>,
+    /// The invalid windows by index in the list.
+    errors: Vec<(usize, WindowError)>,
+}
+
+impl WindowList {
+    /// Validates every window of `windows`.
+    pub fn new(windows: Vec<Window>) -> WindowList {
+        let mut valid = Vec::with_capacity(windows.len());
+        let mut errors = Vec::new();
+        for (i, w) in windows.iter().enumerate() {
+            match parse_window(w) {
+                Ok(parsed) => valid.push(parsed),
+                Err(e) => errors.push((i, e)),
+            }
+        }
+        WindowList {
+            windows,
+            valid,
+            errors,
         }
     }
-    let held_open = fail_open && !errors.is_empty();
-    let open_until = if held_open {
-        None
-    } else {
-        list_open_until(&valid, now)
-    };
-    WindowVerdict {
-        open: held_open || open_until.is_some(),
-        next_open: valid.iter().filter_map(|w| w.next_open(now)).min(),
-        open_until,
-        errors,
+
+    /// The windows as written.
+    pub fn windows(&self) -> &[Window] {
+        &self.windows
+    }
+
+    /// The invalid windows by index in the list (a list that is too long is not one of
+    /// them: see [`WindowList::too_long`]).
+    pub fn window_errors(&self) -> &[(usize, WindowError)] {
+        &self.errors
+    }
+
+    /// Whether the list holds more than [`MAX_WINDOWS`] windows, which makes it invalid as
+    /// a whole.
+    pub fn too_long(&self) -> bool {
+        self.windows.len() > MAX_WINDOWS
+    }
+
+    /// Whether the list, or one of its windows, is invalid.
+    pub fn has_errors(&self) -> bool {
+        self.too_long() || !self.errors.is_empty()
+    }
+
+    /// The verdict on the list at `now` (see [`evaluate_windows`]).
+    pub fn evaluate(&self, kind: WindowKind, now: DateTime<Utc>) -> WindowVerdict {
+        let status = self.status(kind, now);
+        let errors = if self.too_long() {
+            vec![(
+                MAX_WINDOWS,
+                WindowError::TooMany {
+                    count: self.windows.len(),
+                },
+            )]
+        } else {
+            self.errors.clone()
+        };
+        WindowVerdict {
+            open: status.open,
+            next_open: status.next_open,
+            open_until: status.open_until,
+            errors,
+        }
+    }
+
+    /// The `open` and `open_until` of [`WindowList::evaluate`]: whether the list counts as
+    /// open at `now` and, while open, when it closes.
+    pub fn open_until(
+        &self,
+        kind: WindowKind,
+        now: DateTime<Utc>,
+    ) -> (bool, Option<DateTime<Utc>>) {
+        let fail_open = kind == WindowKind::Freeze;
+        if self.too_long() {
+            return (fail_open, None);
+        }
+        if fail_open && !self.errors.is_empty() {
+            return (true, None);
+        }
+        let until = list_open_until(&self.valid, now);
+        (until.is_some(), until)
+    }
+
+    /// The `open`, `open_until` and `next_open` of [`WindowList::evaluate`] (what a
+    /// deferred change reads), each window's time zone read once.
+    pub fn status(&self, kind: WindowKind, now: DateTime<Utc>) -> WindowStatus {
+        if self.too_long() {
+            let open = kind == WindowKind::Freeze;
+            return WindowStatus {
+                open,
+                open_until: None,
+                next_open: None,
+            };
+        }
+        let mut latest_end = None;
+        let mut next_open = None;
+        for w in &self.valid {
+            let (end, next) = w.end_and_next(now);
+            latest_end = latest_end.max(end);
+            next_open = match (next_open, next) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if kind == WindowKind::Freeze && !self.errors.is_empty() {
+            return WindowStatus {
+                open: true,
+                open_until: None,
+                next_open,
+            };
+        }
+        let open_until = latest_end.map(|end| chain_openings(&self.valid, end));
+        WindowStatus {
+            open: open_until.is_some(),
+            open_until,
+            next_open,
+        }
+    }
+
+    /// The `next_open` of [`WindowList::evaluate`]: the earliest start of an opening
+    /// strictly after `now` among the valid windows; `None` for a list that is too long.
+    pub fn next_open(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.too_long() {
+            return None;
+        }
+        self.valid.iter().filter_map(|w| w.next_open(now)).min()
+    }
+}
+
+impl From<Vec<Window>> for WindowList {
+    fn from(windows: Vec<Window>) -> WindowList {
+        WindowList::new(windows)
+    }
+}
+
+impl Deref for WindowList {
+    type Target = [Window];
+
+    fn deref(&self) -> &[Window] {
+        &self.windows
+    }
+}
+
+impl PartialEq for WindowList {
+    fn eq(&self, other: &WindowList) -> bool {
+        self.windows == other.windows
+    }
+}
+
+impl serde::Serialize for WindowList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.windows.serialize(serializer)
     }
 }
 
 /// When the open list closes, following openings that continue one another; `None` when
 /// no window is open at `now`.
 fn list_open_until(valid: &[ParsedWindow], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let end = valid.iter().filter_map(|w| w.current_end(now)).max()?;
+    Some(chain_openings(valid, end))
+}
+
+/// Follows openings that continue one another from `end`, the latest end of the openings
+/// that contain now.
+fn chain_openings(valid: &[ParsedWindow], mut end: DateTime<Utc>) -> DateTime<Utc> {
     let latest_end = |at| valid.iter().filter_map(|w| w.current_end(at)).max();
-    let mut end = latest_end(now)?;
     for _ in 0..MAX_CHAINED_OPENINGS {
         match latest_end(end) {
             Some(later) if later > end => end = later,
             _ => break,
         }
     }
-    Some(end)
+    end
+}
+
+/// Whether a list of windows is open, until when, and when it opens next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowStatus {
+    /// As [`WindowVerdict::open`].
+    pub open: bool,
+    /// As [`WindowVerdict::open_until`].
+    pub open_until: Option<DateTime<Utc>>,
+    /// As [`WindowVerdict::next_open`].
+    pub next_open: Option<DateTime<Utc>>,
 }

@@ -52,7 +52,7 @@ fn gr_01_every_strategy_passes_the_guardrails() {
         let mut p = policy();
         set_strategy(&mut p, s);
         p.maintenance_windows = Sourced::new(
-            vec![one_off("2026-06-03T11:00:00Z", "2026-06-03T15:00:00Z")],
+            vec![one_off("2026-06-03T11:00:00Z", "2026-06-03T15:00:00Z")].into(),
             Layer::Policy,
         );
         assert_eq!(reason(&f, &p), wk::REASON_LOW_CONFIDENCE, "{s:?}");
@@ -249,7 +249,7 @@ fn ev_27_off_and_audit_resources_are_skipped_with_their_mode() {
     set_mode(&mut p, Mode::Off, Mode::Off);
     let d = decide(&facts(), &p, now());
     assert_eq!(
-        (skip(&d).reason, skip(&d).resources.clone()),
+        (skip(&d).reason, skip(&d).resources.to_vec()),
         (wk::REASON_MODE_OFF, Resource::ALL.to_vec())
     );
     set_mode(&mut p, Mode::Audit, Mode::Audit);
@@ -323,7 +323,7 @@ fn ap_40_the_cluster_wide_freeze_blocks_and_no_policy_lifts_it() {
     let mut f = facts();
     f.cluster_freeze.now = true;
     let mut p = policy();
-    p.freeze_windows = Sourced::new(Vec::new(), Layer::Annotation);
+    p.freeze_windows = Sourced::new(Vec::new().into(), Layer::Annotation);
     assert_eq!(reason(&f, &p), wk::REASON_FREEZE_WINDOW);
 }
 
@@ -331,10 +331,10 @@ fn ap_40_the_cluster_wide_freeze_blocks_and_no_policy_lifts_it() {
 #[test]
 fn ap_41_an_open_cluster_freeze_window_blocks() {
     let mut f = facts();
-    f.cluster_freeze.windows = vec![one_off("2026-06-03T00:00:00Z", "2026-06-04T00:00:00Z")];
+    f.cluster_freeze.windows = vec![one_off("2026-06-03T00:00:00Z", "2026-06-04T00:00:00Z")].into();
     let d = decide(&f, &policy(), now());
     assert_eq!(block(&d).reason, wk::REASON_FREEZE_WINDOW);
-    f.cluster_freeze.windows = vec![one_off("2026-06-04T00:00:00Z", "2026-06-05T00:00:00Z")];
+    f.cluster_freeze.windows = vec![one_off("2026-06-04T00:00:00Z", "2026-06-05T00:00:00Z")].into();
     assert_eq!(reason(&f, &policy()), wk::REASON_RECOMMENDATION_APPLIED);
 }
 
@@ -346,7 +346,8 @@ fn ap_39_an_invalid_freeze_window_is_open() {
         vec![Window {
             schedule: Some("61 * * * *".into()),
             ..Window::default()
-        }],
+        }]
+        .into(),
         Layer::Policy,
     );
     let d = decide(&facts(), &p, now());
@@ -361,7 +362,7 @@ fn ap_39_an_invalid_freeze_window_is_open() {
 fn deferred(windows: Vec<Window>) -> EffectivePolicy {
     let mut p = policy();
     set_strategy(&mut p, Strategy::Deferred);
-    p.maintenance_windows = Sourced::new(windows, Layer::Policy);
+    p.maintenance_windows = Sourced::new(windows.into(), Layer::Policy);
     p
 }
 
@@ -458,5 +459,5 @@ fn current_values_come_from_live_values_of_an_in_place_change() {
     let a = apply(&d);
     assert_eq!(a.containers[0].from.requests.cpu, q("300m"));
     assert_eq!(a.containers[0].to.requests.cpu, q("250m"));
-    assert_eq!(d.summary.cpu.as_deref(), Some("300m\u{2192}250m"));
+    assert_eq!(d.summary().cpu.as_deref(), Some("300m\u{2192}250m"));
 }

@@ -25,7 +25,7 @@ fn run(f: &Facts) -> Decision {
 }
 
 fn b_resources(d: &Decision) -> Vec<Resource> {
-    block(d).resources.clone()
+    block(d).resources.to_vec()
 }
 
 fn reports(d: &Decision, reason: &str) -> Vec<(Resource, Option<String>)> {
@@ -304,7 +304,7 @@ fn rb_33_after_a_throttling_rollback_cpu_decreases_wait_but_increases_go() {
     );
     let b = block(&run(&f)).clone();
     assert_eq!(
-        (b.reason, b.resources),
+        (b.reason, b.resources.to_vec()),
         (wk::REASON_COOLDOWN, vec![Resource::Cpu])
     );
     f.recommendation.containers[0] = recommendation("800m", "256Mi");
@@ -421,7 +421,7 @@ fn ev_36_the_hub_flag_jvm_fixed_heap_blocks_memory_too() {
     flag(&mut f, ContainerFlag::JvmFixedHeap);
     let b = block(&run(&f)).clone();
     assert_eq!(
-        (b.reason, b.resources),
+        (b.reason, b.resources.to_vec()),
         (wk::REASON_JVM_FIXED_HEAP, vec![Resource::Memory])
     );
 }

@@ -95,7 +95,7 @@ fn a_hpa_target_outside_the_bounds_blocks_hpa_coupled() {
     // 500m -> 250m doubles the target to 120 %, above the default maximum of 90.
     let b = block(&decide(&f, &policy(), now())).clone();
     assert_eq!(
-        (b.reason, b.resources),
+        (b.reason, b.resources.to_vec()),
         (wk::REASON_HPA_COUPLED, vec![Resource::Cpu])
     );
     f.recommendation.containers[0] = recommendation("400m", "256Mi");

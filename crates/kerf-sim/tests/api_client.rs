@@ -218,3 +218,88 @@ async fn custom_resource_with_bad_enum_is_invalid_naming_the_field() -> anyhow::
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_status_put_takes_only_status_and_ignores_an_invalid_spec() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(sim.client(), "default");
+    let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}});
+    let created = api
+        .create(&PostParams::default(), &serde_json::from_value(d)?)
+        .await?;
+    // The body carries a spec the main resource would refuse (negative replicas, no
+    // containers) and new labels: a status PUT ignores all of it, as the real server does.
+    let mut body = serde_json::to_value(&created)?;
+    body["spec"]["replicas"] = json!(-3);
+    body["spec"]["template"]["spec"]["containers"] = json!([]);
+    body["metadata"]["labels"] = json!({"changed": "yes"});
+    body["status"] = json!({"observedGeneration": 1, "replicas": 2});
+    let updated = api
+        .replace_status(
+            "web",
+            &PostParams::default(),
+            &serde_json::from_value(body.clone())?,
+        )
+        .await?;
+    let spec = updated.spec.clone().unwrap_or_default();
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(spec.template.spec.map(|s| s.containers.len()), Some(1));
+    assert_eq!(updated.metadata.labels, None);
+    assert_eq!(updated.status.and_then(|s| s.replicas), Some(2));
+    // A stale resourceVersion in the body is still a conflict.
+    let err = api
+        .replace_status(
+            "web",
+            &PostParams::default(),
+            &serde_json::from_value(body.clone())?,
+        )
+        .await;
+    let Err(kube::Error::Api(e)) = err else {
+        anyhow::bail!("expected 409, got {err:?}")
+    };
+    assert_eq!(e.code, 409);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_patches_without_a_resource_version_all_go_in() -> anyhow::Result<()> {
+    let sim = sim().await?;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "race"}}))?;
+    api.create(&PostParams::default(), &cm).await?;
+    // Each patch is read-modify-write inside the server; as the real API server, a patch
+    // without a resourceVersion is retried there when another write got in between.
+    let writes = (0..40).map(|i| {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let body = json!({"data": {format!("k{i}"): "v"}});
+            let pp = PatchParams::default();
+            if i % 2 == 0 {
+                api.patch("race", &pp, &Patch::Merge(&body)).await
+            } else {
+                let apply = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "race"}, "data": {format!("k{i}"): "v"}});
+                let pp = PatchParams::apply(&format!("m{i}"));
+                api.patch("race", &pp, &Patch::Apply(&apply)).await
+            }
+        })
+    });
+    for w in futures::future::join_all(writes).await {
+        w??;
+    }
+    let data = api.get("race").await?.data.unwrap_or_default();
+    assert_eq!(data.len(), 40, "{data:?}");
+    // A patch that names a stale resourceVersion is still a conflict.
+    let stale = json!({"metadata": {"resourceVersion": "1"}, "data": {"x": "y"}});
+    let err = api
+        .patch("race", &PatchParams::default(), &Patch::Merge(&stale))
+        .await;
+    let Err(kube::Error::Api(e)) = err else {
+        anyhow::bail!("expected 409, got {err:?}")
+    };
+    assert_eq!(e.code, 409);
+    Ok(())
+}

@@ -392,22 +392,32 @@ pub fn view_of(
     });
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
+    // Containers, then restartable init containers (sidecars, design D8).
+    let sidecars = spec
+        .and_then(|s| s.init_containers.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
     let spec_list = spec
-        .map(|s| {
-            s.containers
-                .iter()
-                .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
-                .collect()
-        })
-        .unwrap_or_default();
+        .map(|s| s.containers.iter())
+        .into_iter()
+        .flatten()
+        .chain(sidecars.clone())
+        .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
+        .collect();
+    let sidecar_names: Vec<&str> = sidecars.map(|c| c.name.as_str()).collect();
+    let init_statuses = status
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| sidecar_names.contains(&c.name.as_str()));
     let status_list = status
         .and_then(|s| s.container_statuses.as_ref())
-        .map(|cs| {
-            cs.iter()
-                .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
-                .collect()
-        })
-        .unwrap_or_default();
+        .into_iter()
+        .flatten()
+        .chain(init_statuses)
+        .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
+        .collect();
     let conditions = status
         .and_then(|s| s.conditions.as_ref())
         .into_iter()

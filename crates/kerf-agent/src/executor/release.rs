@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::wellknown::FIELD_MANAGER;
+use kerf_api::wellknown::{FIELD_MANAGER, FIELD_MANAGER_RELEASED};
 use kerf_api::{Quantity, Resource, ResourceRequirements};
 use kube::api::DynamicObject;
 use serde_json::Value;
@@ -142,13 +142,22 @@ pub fn plan_release(
         .into_iter()
         .filter(|f| live_value(live, f).is_some())
         .partition(|f| resources.contains(&f.resource));
+    // `kerf-released` keeps what earlier releases (of other resources) gave it: an apply
+    // that left those out would delete them where it is their only owner.
+    let mut handover: Vec<OwnedField> = fields_of(live, FIELD_MANAGER_RELEASED)
+        .into_iter()
+        .filter(|f| live_value(live, f).is_some())
+        .chain(give.iter().cloned())
+        .collect();
+    handover.sort();
+    handover.dedup();
     let template = TemplateContainers::of_pod_spec(&live.data["spec"]["template"]["spec"]);
     let body = |fields: &[OwnedField]| {
         let values = values_of(live, fields);
         apply_body(workload, &values, &Resource::ALL, &template).body
     };
     ReleasePlan {
-        handover: body(&give),
+        handover: body(&handover),
         keep: body(&keep),
         released: give.iter().map(OwnedField::label).collect(),
         kept: keep.iter().map(OwnedField::label).collect(),

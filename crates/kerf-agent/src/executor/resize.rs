@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{ErrorClass, is_rbac_denial, message_of};
 use super::{ContainerResources, container};
+use crate::cache::PodInfo;
 
 /// How often a resize answered with 409 is re-read and sent again.
 pub const CONFLICT_RETRIES: usize = 3;
@@ -145,14 +146,37 @@ impl ResizeError {
 }
 
 /// The strategic merge patch of a resize: `spec.containers[{name, resources}]` with only
-/// the CPU and memory values the change sets. Never a `null` (a removal).
-pub fn resize_body(containers: &[ContainerResources]) -> Value {
-    let list: Vec<Value> = containers
+/// the CPU and memory values the change sets, and the same under `spec.initContainers` for
+/// the containers `sidecars` names (restartable init containers, resized in place since
+/// Kubernetes 1.33; design D8). Never a `null` (a removal).
+pub fn resize_body(containers: &[ContainerResources], sidecars: &[&str]) -> Value {
+    let mut main = Vec::new();
+    let mut init = Vec::new();
+    for (name, r) in containers.iter().filter(|(_, r)| !r.is_empty()) {
+        let entry = json!({"name": name, "resources": resources_json(r)});
+        if sidecars.contains(&name.as_str()) {
+            init.push(entry);
+        } else {
+            main.push(entry);
+        }
+    }
+    let mut spec = Map::new();
+    if !main.is_empty() {
+        spec.insert("containers".to_owned(), Value::Array(main));
+    }
+    if !init.is_empty() {
+        spec.insert("initContainers".to_owned(), Value::Array(init));
+    }
+    json!({ "spec": spec })
+}
+
+/// The names of a pod's restartable init containers (sidecars), for [`resize_body`].
+pub fn sidecars_of(pod: &PodInfo) -> Vec<&str> {
+    pod.containers
         .iter()
-        .filter(|(_, r)| !r.is_empty())
-        .map(|(name, r)| json!({"name": name, "resources": resources_json(r)}))
-        .collect();
-    json!({"spec": {"containers": list}})
+        .filter(|c| c.sidecar)
+        .map(|c| &*c.name)
+        .collect()
 }
 
 /// The `resources` object of a container with the values `r` sets.
@@ -200,20 +224,19 @@ pub fn left_out(current: &[ContainerResources], target: &[ContainerResources]) -
     out
 }
 
-/// Resizes one pod: PATCH `pods/{pod}/resize` with [`resize_body`], field manager `kerf`.
+/// Resizes one pod: PATCH `pods/{pod}/resize` with [`resize_body`] (`sidecars` names the
+/// pod's restartable init containers), field manager `kerf`.
 /// A 409 is answered by re-reading the pod and sending again, [`CONFLICT_RETRIES`] times.
 pub async fn resize_pod(
     client: kube::Client,
     namespace: &str,
     pod: &str,
     containers: &[ContainerResources],
+    sidecars: &[&str],
 ) -> Result<ResizeSent, ResizeError> {
     let api: Api<Pod> = Api::namespaced(client, namespace);
-    let body = resize_body(containers);
-    if body["spec"]["containers"]
-        .as_array()
-        .is_none_or(Vec::is_empty)
-    {
+    let body = resize_body(containers, sidecars);
+    if body["spec"].as_object().is_none_or(Map::is_empty) {
         return Err(ResizeError::NothingToSend {
             pod: pod.to_owned(),
         });
@@ -288,7 +311,7 @@ mod tests {
             },
             limits: ResourceValues::default(),
         };
-        let body = resize_body(&[("app".into(), r)]);
+        let body = resize_body(&[("app".into(), r)], &[]);
         assert_eq!(
             body,
             json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}}}]}})

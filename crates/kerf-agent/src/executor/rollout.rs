@@ -303,12 +303,47 @@ pub async fn apply_template(
     if plan.containers.is_empty() {
         return Err(ApplyError::NothingToApply);
     }
-    let out = send(&api, &workload.name, FIELD_MANAGER, true, &plan.body).await?;
+    let merged = with_kept_fields(&live, containers, resources);
+    let body = apply_body(workload, &merged, &Resource::ALL, &template).body;
+    let out = send(&api, &workload.name, FIELD_MANAGER, true, &body).await?;
     Ok(Applied {
         generation: out.metadata.generation,
         containers: plan.containers,
         dropped: plan.dropped,
     })
+}
+
+/// The values of `resources` from `containers`, plus the live values of the fields `kerf`
+/// owns for the other resources. An apply as `kerf` that left those out would delete them
+/// where `kerf` is their only owner (conformance 10): a change or a rollback of one
+/// resource keeps the other as it is (RB-35); only a release gives fields up.
+fn with_kept_fields(
+    live: &DynamicObject,
+    containers: &[ContainerResources],
+    resources: &[Resource],
+) -> Vec<ContainerResources> {
+    let mut out: Vec<ContainerResources> = containers
+        .iter()
+        .map(|(name, r)| (name.clone(), only(r, resources)))
+        .collect();
+    let owned = super::release::fields_of(live, FIELD_MANAGER);
+    for f in owned.iter().filter(|f| !resources.contains(&f.resource)) {
+        let Some(value) = super::release::live_value(live, f) else {
+            continue;
+        };
+        if !out.iter().any(|(name, _)| *name == f.container) {
+            out.push((f.container.clone(), ResourceRequirements::default()));
+        }
+        let Some((_, r)) = out.iter_mut().find(|(name, _)| *name == f.container) else {
+            continue;
+        };
+        let side = match f.side {
+            super::release::Side::Requests => &mut r.requests,
+            super::release::Side::Limits => &mut r.limits,
+        };
+        side.set(f.resource, Some(value));
+    }
+    out
 }
 
 /// Gives up `kerf`'s ownership of the CPU and memory fields of `resources` without

@@ -408,7 +408,16 @@ async fn resize_back(
         if !(ctx.may_write)() {
             return Err(RestoreError::NotLeader);
         }
-        match resize_pod(ctx.client.clone(), &pod.namespace, &pod.name, &wanted).await {
+        let sidecars = crate::executor::resize::sidecars_of(pod);
+        match resize_pod(
+            ctx.client.clone(),
+            &pod.namespace,
+            &pod.name,
+            &wanted,
+            &sidecars,
+        )
+        .await
+        {
             Ok(_) | Err(ResizeError::PodGone { .. } | ResizeError::NothingToSend { .. }) => {}
             Err(e) => return Err(RestoreError::Failed(format!("pod {}: {e}", pod.name))),
         }

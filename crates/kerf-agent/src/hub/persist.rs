@@ -1,14 +1,18 @@
 //! The last good hub configuration kept across restarts (design D26): the ConfigMap
 //! `kerf-hub-state` in the agent's namespace holds the configuration, its fetch time and
-//! the cluster it belongs to. It is written only when the configuration changed or the
-//! recorded fetch time lags the real one by more than the refresh step, read when a leader
-//! starts, and used until `hub.staleAfter` after the recorded fetch time.
+//! the cluster it belongs to. It is written only when the configuration (or the cluster)
+//! changed, never because time passed, so an agent with nothing new writes nothing. It is
+//! read when a leader starts and used until `hub.staleAfter` after the recorded fetch time.
+//!
+//! The recorded fetch time is therefore when the configuration as kept was first fetched:
+//! after a restart, a configuration unchanged for longer than `staleAfter` is not used and
+//! the agent fails closed until the hub answers. The kept configuration goes stale early
+//! at worst, never late.
 //!
 //! Data keys: `cluster` (the cluster name), `config` (the `ClusterConfig` as JSON) and
 //! `fetchedAt` (RFC 3339).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -94,16 +98,11 @@ impl Persisted {
         })
     }
 
-    /// Whether `current` must be written over this stored state: the cluster or the
-    /// configuration differ, or the fetch time moved by `refresh` or more.
-    pub fn needs_write(stored: Option<&Persisted>, current: &Persisted, refresh: Duration) -> bool {
-        let Some(s) = stored else {
-            return true;
-        };
-        let refresh = chrono::Duration::from_std(refresh).unwrap_or(chrono::Duration::MAX);
-        s.cluster != current.cluster
-            || s.config != current.config
-            || current.fetched_at - s.fetched_at >= refresh
+    /// Whether `current` must be written over this stored state: there is none, or the
+    /// cluster or the configuration differ. A later fetch of the same configuration is no
+    /// reason to write (design D26: written only when it changes).
+    pub fn needs_write(stored: Option<&Persisted>, current: &Persisted) -> bool {
+        stored.is_none_or(|s| s.cluster != current.cluster || s.config != current.config)
     }
 
     /// The configuration to restore for `cluster` at `now`: none for another cluster; a
@@ -115,13 +114,6 @@ impl Persisted {
     ) -> Option<(ClusterConfig, DateTime<Utc>)> {
         (self.cluster == cluster).then(|| (self.config, self.fetched_at.min(now)))
     }
-}
-
-/// How far the recorded fetch time may lag the real one before the ConfigMap is written
-/// again: a tenth of `staleAfter`, at least one poll interval. After a restart the
-/// configuration thus goes stale at most that much early, never late.
-pub fn refresh_step(stale_after: Duration, poll_interval: Duration) -> Duration {
-    (stale_after / 10).max(poll_interval)
 }
 
 /// Reads the hub state ConfigMap of `namespace`: `None` when there is none.
@@ -215,18 +207,26 @@ mod tests {
 
     // rule: design D26
     #[test]
-    fn written_only_when_the_config_changes_or_its_fetch_time_lags() {
-        let step = refresh_step(Duration::from_secs(1800), Duration::from_secs(60));
-        assert_eq!(step, Duration::from_secs(180));
+    fn written_only_when_the_config_or_the_cluster_changes() {
         let stored = paused("2026-01-01T10:00:00Z");
-        assert!(Persisted::needs_write(None, &stored, step));
-        let later = paused("2026-01-01T10:02:59Z");
-        assert!(!Persisted::needs_write(Some(&stored), &later, step));
-        let much_later = paused("2026-01-01T10:03:00Z");
-        assert!(Persisted::needs_write(Some(&stored), &much_later, step));
-        let mut resumed = later.clone();
+        assert!(Persisted::needs_write(None, &stored));
+        // The same configuration fetched again, however much later: no write.
+        for later in [
+            "2026-01-01T10:01:00Z",
+            "2026-01-01T12:00:00Z",
+            "2026-02-01T10:00:00Z",
+        ] {
+            assert!(
+                !Persisted::needs_write(Some(&stored), &paused(later)),
+                "{later}"
+            );
+        }
+        let mut resumed = paused("2026-01-01T10:01:00Z");
         resumed.config.flags = Default::default();
-        assert!(Persisted::needs_write(Some(&stored), &resumed, step));
+        assert!(Persisted::needs_write(Some(&stored), &resumed));
+        let mut other = paused("2026-01-01T10:01:00Z");
+        other.cluster = "dev".to_owned();
+        assert!(Persisted::needs_write(Some(&stored), &other));
     }
 
     // rule: design D26

@@ -1,12 +1,11 @@
 //! Carrying a recorded change onto the workload through the executor: the in-place state
-//! machine (design D16) with its fallback to rollout (AP-10, AP-11), the rollout, and the
-//! release when a workload leaves auto-patch (D21, EV-46). Every step starts from the
-//! intent in status and the live state, so a resumed change sends nothing twice.
+//! machine (design D16) with its fallback to rollout (AP-10, AP-11) and the rollout (the
+//! release when a workload leaves auto-patch is [`super::release_step`]). Every step starts
+//! from the intent in status and the live state, so a resumed change sends nothing twice.
 
 use chrono::{DateTime, Utc};
 use kerf_api::Strategy;
 use kerf_api::event::{Event, EventType, EventWorkload};
-use kerf_api::policy::Mode;
 use kerf_api::rsr::{
     ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer, LiveValues,
     RightsizingRecommendationStatus, StrategyStatus,
@@ -26,6 +25,9 @@ use crate::executor::rollout;
 use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
 use crate::failpoints;
 use crate::intent;
+
+/// How many carried-out approvals `status.consumedApprovals` keeps (its CRD limit).
+pub const MAX_CONSUMED_APPROVALS: usize = 32;
 
 /// Why a step of a change stopped.
 #[derive(Debug, thiserror::Error)]
@@ -217,12 +219,38 @@ fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &StepCtx<'_>, out:
         && !s.consumed_approvals.contains(a)
     {
         s.consumed_approvals.push(a.clone());
+        // The CRD holds 32: the oldest go first (their recommendations are long replaced).
+        let over = s
+            .consumed_approvals
+            .len()
+            .saturating_sub(MAX_CONSUMED_APPROVALS);
+        s.consumed_approvals.drain(..over);
     }
-    let approved_by = c.facts.approval.as_ref().map(|a| a.approved_by.as_str());
+    let approved_by = approver(&change, c.facts);
     let e = intent::applied_event(&change, event_workload(c.workload), approved_by, c.now);
     intent::add_pending(s, &e);
     out.events.push(e);
     out.finished = true;
+}
+
+/// Who approved the change's approval (EV-26): the hub config's approval with that id, or
+/// the rsr's mirror of it (a resumed change whose approval the config no longer lists).
+fn approver<'a>(change: &ChangeRecord, facts: &'a Facts) -> Option<&'a str> {
+    let id = change.approval_id.as_deref()?;
+    let from_config = facts
+        .approval
+        .as_ref()
+        .filter(|a| a.approval_id == id)
+        .map(|a| a.approved_by.as_str());
+    let mirrored = || {
+        facts
+            .recommendation
+            .approval
+            .as_ref()
+            .filter(|a| a.approval_id == id)
+            .map(|a| a.approved_by.as_str())
+    };
+    from_config.or_else(mirrored)
 }
 
 /// Moves a change in state Intent or Applying one step on.
@@ -278,7 +306,16 @@ async fn in_place(
         {
             ch.first_resize_at = Some(c.now);
         }
-        match resize_pod(c.client.clone(), &c.workload.key.namespace, pod, &target).await {
+        let sidecars = sidecars_in(c.pods, pod);
+        match resize_pod(
+            c.client.clone(),
+            &c.workload.key.namespace,
+            pod,
+            &target,
+            &sidecars,
+        )
+        .await
+        {
             Ok(_) => {}
             Err(ResizeError::Infeasible { message }) => {
                 let node = views
@@ -366,7 +403,15 @@ async fn refuse(
         if !(c.may_write)() {
             return Err(ActError::NotLeader);
         }
-        resize_pod(c.client.clone(), &c.workload.key.namespace, pod, &back).await?;
+        let sidecars = sidecars_in(c.pods, pod);
+        resize_pod(
+            c.client.clone(),
+            &c.workload.key.namespace,
+            pod,
+            &back,
+            &sidecars,
+        )
+        .await?;
     }
     if let Some(ch) = s.change.as_mut() {
         ch.state = ChangeState::RolledBack;
@@ -432,69 +477,10 @@ async fn rollout_step(
     Ok(())
 }
 
-/// Whether the last change must be released: its values are live and a resource it
-/// touched left auto-patch (an approved change keeps its fields until the mode is off,
-/// design D27).
-pub fn release_due(
-    s: &RightsizingRecommendationStatus,
-    policy: &EffectivePolicy,
-) -> Option<(Mode, Mode)> {
-    let change = s
-        .change
-        .as_ref()
-        .filter(|c| c.state == ChangeState::Applied)?;
-    change.resources.iter().find_map(|r| {
-        let mode = policy.mode_of(*r);
-        let left = if change.approval_id.is_some() {
-            mode == Mode::Off
-        } else {
-            mode != Mode::AutoPatch
-        };
-        let before = if change.approval_id.is_some() {
-            Mode::Audit
-        } else {
-            Mode::AutoPatch
-        };
-        left.then_some((before, mode))
-    })
-}
-
-/// Releases the last change (D21, AP-21, EV-46): in-place clears `live`; a rollout hands
-/// the fields over (design section 13). Never during a freeze or pause (AP-35, EV-39).
-pub async fn release(
-    s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
-    modes: (Mode, Mode),
-) -> Result<StepResult, ActError> {
-    let mut out = StepResult::default();
-    let Some(change) = s.change.clone() else {
-        return Ok(out);
-    };
-    if !(c.may_write)() {
-        return Err(ActError::NotLeader);
-    }
-    super::hpa_step::restore(s, c).await?;
-    if change.strategy != Strategy::InPlace {
-        rollout::release(
-            c.client.clone(),
-            &workload_id(c.workload),
-            &change.resources,
-        )
-        .await?;
-    }
-    s.live = None;
-    if let Some(ch) = s.change.as_mut() {
-        ch.state = ChangeState::Released;
-    }
-    let e = intent::released_event(
-        &change,
-        event_workload(c.workload),
-        modes.0.as_str(),
-        modes.1.as_str(),
-        c.now,
-    );
-    intent::add_pending(s, &e);
-    out.events.push(e);
-    out.finished = true;
-    Ok(out)
+/// The restartable init containers of pod `name` among `pods` (none for an unknown pod).
+fn sidecars_in<'a>(pods: &'a [std::sync::Arc<PodInfo>], name: &str) -> Vec<&'a str> {
+    pods.iter()
+        .find(|p| p.name == name)
+        .map(|p| crate::executor::resize::sidecars_of(p))
+        .unwrap_or_default()
 }

@@ -321,15 +321,22 @@ pub fn gather(
         })
         .collect();
     let config = src.hub.last_good_config.as_ref().map(|c| c.value.as_ref());
+    // The workload's approval of the recommendation the rsr holds, if the config lists one
+    // (an earlier approval of another recommendation may still be listed before it).
     let approval = config.and_then(|c| {
-        c.approvals
+        let mine: Vec<_> = c
+            .approvals
             .iter()
-            .find(|a| {
+            .filter(|a| {
                 a.workload.namespace == *w.key.namespace
                     && a.workload.kind == w.key.kind.as_str()
                     && a.workload.name == *w.key.name
             })
-            .cloned()
+            .collect();
+        let current = mine
+            .iter()
+            .find(|a| a.recommendation_id == spec.recommendation_id);
+        current.or(mine.first()).map(|a| (*a).clone())
     });
     let last_success = src.hub.fresh_until.map(|until| {
         until - chrono::Duration::from_std(src.settings.hub.stale_after).unwrap_or_default()
@@ -352,7 +359,7 @@ pub fn gather(
         },
         cluster_freeze: ClusterFreeze {
             now: src.settings.freeze.now,
-            windows: src.settings.freeze.windows.clone(),
+            windows: src.settings.freeze.windows.clone().into(),
         },
         approval,
         settings: AgentSettings {

@@ -106,7 +106,7 @@ impl HubSync {
         }
     }
 
-    /// Writes `kerf-hub-state` when the configuration changed or its fetch time lags.
+    /// Writes `kerf-hub-state` when the configuration changed (never while idle).
     async fn persist(&mut self) {
         let Some(good) = self.client.state().last_good_config else {
             return;
@@ -116,9 +116,7 @@ impl HubSync {
             config: (*good.value).clone(),
             fetched_at: good.fetched_at,
         };
-        let hub = &self.ctx.settings.hub;
-        let step = persist::refresh_step(hub.stale_after, hub.poll_interval);
-        if !Persisted::needs_write(self.persisted.as_ref(), &current, step) {
+        if !Persisted::needs_write(self.persisted.as_ref(), &current) {
             return;
         }
         let ns = &self.ctx.settings.namespace;

@@ -11,6 +11,7 @@ use super::failure::{self, Action};
 use super::healthwatch::{self, HealthCtx};
 use super::hpa_step;
 use super::ondelete_step;
+use super::release_step;
 use super::report::{self, EventRecorder, RsrRef};
 use super::{InFlight, Memory};
 use crate::cache::{RsrEntry, WorkloadKey};
@@ -247,7 +248,7 @@ async fn reconcile_entry(
             now,
         };
         finished |= fail.check(&mut s, res, Action::Apply).await?.finished;
-    } else if let Some(modes) = act::release_due(&s, &policy)
+    } else if let Some(rel) = release_step::due(&s, &policy)
         && !act::frozen(&f, &policy, now)
     {
         let step = StepCtx {
@@ -260,7 +261,7 @@ async fn reconcile_entry(
             may_write: &may_write,
             now,
         };
-        let res = act::release(&mut s, &step, modes).await;
+        let res = release_step::run(&mut s, &step, &rel).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
         let fail = FailCtx {
             memory: &mut *memory,
@@ -329,7 +330,16 @@ async fn reconcile_entry(
     };
     finished |= healthwatch::watch_pass(&hctx, memory, &mut s, writer).await?;
     let f = facts::gather(src, &workload, &rsr.spec, &s, now);
-    let decision = kerf_decide::decide(&f, &policy, now);
+    let mut decision = kerf_decide::decide(&f, &policy, now);
+    // A release held by a freeze or a pause reports that block for its resources (D21).
+    if let Some(rel) = release_step::due(&s, &policy)
+        && let Some(held) = release_step::holding_block(&f, &policy, &rel.resources, now)
+    {
+        if let Some(at) = held.until {
+            memory.wake_at(at.max(now), key);
+        }
+        release_step::report_hold(&mut decision, held);
+    }
     if let Outcome::Apply(plan) = &decision.outcome
         && !s
             .change

@@ -15,6 +15,7 @@ pub mod hub_sync;
 mod key;
 pub mod ondelete_step;
 pub mod policies;
+pub mod release_step;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

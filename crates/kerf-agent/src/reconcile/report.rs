@@ -148,14 +148,14 @@ pub fn reports(
         Outcome::Skip(s) => push(
             EventType::Skipped,
             s.reason,
-            s.resources.clone(),
+            s.resources.to_vec(),
             &decision.message,
             BTreeMap::new(),
         ),
         Outcome::Block(b) => push(
             EventType::Blocked,
             b.reason,
-            b.resources.clone(),
+            b.resources.to_vec(),
             &decision.message,
             b.details.clone(),
         ),

@@ -9,8 +9,11 @@
 //! - a field whose extreme would itself move values or undo changes (minCPU, minMemory,
 //!   the health-watch thresholds, watchDuration, fallbackAfter) keeps the value of the
 //!   layers below, ultimately the built-in default;
-//! - a recommender window that does not parse is kept as 0s, which no recommendation
-//!   echoes, so every recommendation is stale until it is fixed.
+//! - a recommender window that does not parse is kept as 0s, and a percentile or headroom
+//!   outside the CRD's range is kept as written; neither matches any echo, so every
+//!   recommendation is stale until it is fixed;
+//! - an invalid maintenance or freeze window (bad schedule, time zone, duration, start or
+//!   end) is kept and reads as closed or open (AP-33, AP-39).
 //!
 //! Every such value is listed in `problems` with its field path and layer.
 
@@ -20,9 +23,10 @@ use kerf_api::hub::PolicyDefaults;
 use kerf_api::policy::{ApplySettings, Guardrails, HpaSettings, RecommendationSettings};
 use kerf_api::{GoDuration, Quantity, UnitDecimal};
 
-use super::{EffectivePolicy, Layer, Ratio, Sourced};
+use super::{EffectivePolicy, HEADROOM_RANGE, Layer, PERCENTILE_RANGE, Ratio, Sourced};
 use crate::duration::parse_go_duration;
 use crate::quantity::parse_quantity;
+use crate::window::{WindowError, WindowList};
 
 /// The hours a gating duration takes when its value does not parse (100 years).
 pub const UNBOUNDED_HOURS: i64 = 876_000;
@@ -309,6 +313,8 @@ fn apply_apply(ep: &mut EffectivePolicy, a: &ApplySettings, layer: Layer) {
             );
             list.truncate(MAX_WINDOWS);
         }
+        let list = WindowList::new(list);
+        window_problems(ep, "apply.maintenanceWindows", &list, layer, "closed");
         ep.maintenance_windows = Sourced::new(list, layer);
     }
     if let Some(list) = &a.freeze_windows {
@@ -319,7 +325,31 @@ fn apply_apply(ep: &mut EffectivePolicy, a: &ApplySettings, layer: Layer) {
             );
             ep.problem("apply.freezeWindows", layer, &list.len().to_string(), &msg);
         }
-        ep.freeze_windows = Sourced::new(list.clone(), layer);
+        let list = WindowList::new(list.clone());
+        window_problems(ep, "apply.freezeWindows", &list, layer, "open");
+        ep.freeze_windows = Sourced::new(list, layer);
+    }
+}
+
+/// Lists each invalid window (a bad schedule, time zone, duration, start or end, or a
+/// mix of both shapes) under its field path, e.g. `apply.maintenanceWindows[1].schedule`.
+/// Kerf reads an invalid maintenance window as closed and an invalid freeze window as
+/// open (AP-33, AP-39).
+fn window_problems(
+    ep: &mut EffectivePolicy,
+    path: &str,
+    list: &WindowList,
+    layer: Layer,
+    counts_as: &str,
+) {
+    for (i, e) in list.window_errors() {
+        let (field, value) = match e {
+            WindowError::Field { field, value, .. } => (format!("{path}[{i}].{field}"), value),
+            WindowError::Shape { found } => (format!("{path}[{i}]"), found),
+            WindowError::TooMany { .. } => continue,
+        };
+        let msg = format!("{e}; the window counts as {counts_as}");
+        ep.problem(&field, layer, value, &msg);
     }
 }
 
@@ -376,6 +406,27 @@ fn apply_recommendation(ep: &mut EffectivePolicy, rec: &RecommendationSettings, 
             }
         }
     }
+    let stale = "every recommendation counts as stale until it is fixed";
+    for (field, value) in [
+        ("recommendation.cpuPercentile", rec.cpu_percentile),
+        ("recommendation.memoryPercentile", rec.memory_percentile),
+    ] {
+        if let Some(v) = value.filter(|v| !PERCENTILE_RANGE.contains(v)) {
+            let msg = format!("outside 1 to 100; {stale}");
+            ep.problem(field, layer, &v.to_string(), &msg);
+        }
+    }
+    if let Some(v) = rec.headroom_percent.filter(|v| !HEADROOM_RANGE.contains(v)) {
+        let msg = format!("outside 0 to 1000; {stale}");
+        ep.problem(
+            "recommendation.headroomPercent",
+            layer,
+            &v.to_string(),
+            &msg,
+        );
+    }
+    // An out-of-range value is kept: it matches no echo (the stale check reads it as
+    // invalid), so no lower layer's value takes its place.
     let out = &mut ep.recommendation;
     if let Some(v) = rec.cpu_percentile {
         out.cpu_percentile = Some(Sourced::new(v, layer));

@@ -1,6 +1,9 @@
-//! The checks of the pipeline, one function each. Every check reports the value it read,
-//! the threshold it compared against, and whether it stops the pipeline, so `decide()`
-//! and `explain` share them.
+//! The checks of the pipeline as `decide()` runs them: each returns the skip or block it
+//! decides, or `None`, and words a message only then. `explain` shows the same checks with
+//! the values they read (`steps.rs`), through the helpers here.
+
+use std::fmt;
+use std::ops::ControlFlow;
 
 use chrono::{DateTime, Duration, Utc};
 use kerf_api::Resource;
@@ -8,47 +11,23 @@ use kerf_api::policy::Strategy;
 use kerf_api::rsr::HpaChange;
 use kerf_api::wellknown as wk;
 
-use super::{Block, Check, Ctx, Outcome, Skip};
-use crate::duration::{format_go_duration, parse_go_duration};
-use crate::effective::{EffectivePolicy, Ratio};
+use super::finish::mode_reason;
+use super::settings::{settings_diffs, settings_match};
+use super::{Block, Check, Ctx, Outcome, Skip, one_resource, resource_list};
+use crate::duration::{Rfc3339, format_go_duration, parse_go_duration};
+use crate::effective::{EffectivePolicy, PerResource, Ratio};
 use crate::facts::Facts;
 use crate::hpa::{self, HpaBounds, HpaOutcome};
-use crate::resources::Targets;
+use crate::resources::{self, Found, Targets};
 use crate::strategy;
-use crate::window::{WindowKind, evaluate_windows};
+use crate::window::WindowKind;
 
-/// One step as evaluated: what it read, what it compared against, and its verdict.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Step {
-    /// The check.
-    pub check: Check,
-    /// The value read, for people.
-    pub value: String,
-    /// The threshold, for people.
-    pub threshold: String,
-    /// The skip or block this check decides, if it matches.
-    pub stop: Option<Outcome>,
-}
-
-fn pass(check: Check, value: String, threshold: String) -> Step {
-    Step {
-        check,
-        value,
-        threshold,
-        stop: None,
-    }
-}
-
-fn stop(check: Check, value: String, threshold: String, outcome: Outcome) -> Step {
-    Step {
-        check,
-        value,
-        threshold,
-        stop: Some(outcome),
-    }
-}
-
-fn skip(check: Check, reason: &'static str, resources: Vec<Resource>, message: String) -> Outcome {
+pub(super) fn skip(
+    check: Check,
+    reason: &'static str,
+    resources: &'static [Resource],
+    message: String,
+) -> Outcome {
     Outcome::Skip(Skip {
         reason,
         check,
@@ -57,18 +36,23 @@ fn skip(check: Check, reason: &'static str, resources: Vec<Resource>, message: S
     })
 }
 
-/// Runs one check.
-pub(crate) fn run(ctx: &Ctx<'_>, check: Check) -> Step {
+/// The skip or block a check decides on a complete context, if it matches. `decide()`
+/// runs check 1 and the tolerance earlier, through [`mode_and_tolerance`].
+pub(crate) fn stop(ctx: &Ctx<'_>, check: Check) -> Option<Outcome> {
     match check {
         Check::Mode => mode(ctx),
-        Check::Tolerance => tolerance(ctx),
+        Check::Tolerance => tolerance(ctx, ctx.targets.any_moves(), &ctx.targets.dropped),
         Check::HubReachable => hub(ctx),
         Check::Pause => pause(ctx),
         Check::StaleSettings => stale(ctx),
-        Check::HpaCoupling => hpa_check(ctx),
+        Check::HpaCoupling => hpa_coupling(ctx),
         Check::LearningPeriod => learning(ctx),
         Check::Confidence => confidence(ctx),
-        Check::FreezeWindow => freeze(ctx),
+        Check::FreezeWindow => freeze(ctx).map(|(message, until)| {
+            let mut b = Block::new(wk::REASON_FREEZE_WINDOW, Check::FreezeWindow, message);
+            b.until = until;
+            Outcome::Block(b)
+        }),
         Check::ResourceLimits => resource_limits(ctx),
         Check::Cooldown => cooldown(ctx),
         Check::SingleReplica => single_replica(ctx),
@@ -76,125 +60,146 @@ pub(crate) fn run(ctx: &Ctx<'_>, check: Check) -> Step {
     }
 }
 
-/// Check 1 (GR-45, EV-27, EV-28, design D27).
-fn mode(ctx: &Ctx<'_>) -> Step {
-    let value = format!(
-        "cpu:{},memory:{}",
-        ctx.modes.cpu.as_str(),
-        ctx.modes.memory.as_str()
-    );
-    let threshold = "auto-patch, or audit with an approve-once pending".to_owned();
-    if !ctx.active.is_empty() {
-        return pass(Check::Mode, value, threshold);
+/// Check 1 and the tolerance, before any target is kept (design D10). The tolerance reads
+/// the targets one at a time; only a message that names values left out or containers
+/// dropped makes it keep them (in `ctx.targets`).
+pub(crate) fn mode_and_tolerance(ctx: &mut Ctx<'_>) -> Option<Outcome> {
+    let active = ctx.active_resources();
+    if active.is_empty() {
+        // The message still names containers left out.
+        ctx.targets = resources::targets(ctx.facts, ctx.policy, active);
+        return mode(ctx);
     }
-    let audit: Vec<Resource> = ctx
-        .mode_reports
-        .iter()
-        .filter(|r| r.reason == wk::REASON_MODE_AUDIT)
-        .map(|r| r.resource)
-        .collect();
+    // One moving value is enough to go on (and then no recommended container is missing
+    // from the template, so the recommendation is not stale either).
+    let (mut moves, mut named) = (false, false);
+    resources::for_each_target(ctx.facts, ctx.policy, active, |found| {
+        match found {
+            Found::Plan(p) => moves = p.moves(),
+            _ => named = true,
+        }
+        if moves {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    if moves {
+        return None;
+    }
+    if named {
+        ctx.targets = resources::targets(ctx.facts, ctx.policy, active);
+    }
+    tolerance(ctx, false, &ctx.targets.dropped)
+}
+
+/// Check 1 (GR-45, EV-27, EV-28, design D27): no resource goes on after the mode.
+fn mode(ctx: &Ctx<'_>) -> Option<Outcome> {
+    if !ctx.active_resources().is_empty() {
+        return None;
+    }
+    let audit = resource_list(PerResource {
+        cpu: mode_reason(ctx.modes.cpu) == wk::REASON_MODE_AUDIT,
+        memory: mode_reason(ctx.modes.memory) == wk::REASON_MODE_AUDIT,
+    });
     let (reason, resources) = if audit.is_empty() {
-        (wk::REASON_MODE_OFF, Resource::ALL.to_vec())
+        (wk::REASON_MODE_OFF, &Resource::ALL[..])
     } else {
         (wk::REASON_MODE_AUDIT, audit)
     };
-    let message = format!("no resource is in auto-patch ({value})");
-    let outcome = skip(Check::Mode, reason, resources, message);
-    stop(Check::Mode, value, threshold, outcome)
+    let message = format!("no resource is in auto-patch ({})", Modes(&ctx.modes));
+    Some(skip(Check::Mode, reason, resources, message))
 }
 
-/// The tolerance (GR-23, GR-24, design D8, D10).
-fn tolerance(ctx: &Ctx<'_>) -> Step {
-    let t = &ctx.targets;
-    let tol = ctx.facts.settings.tolerance_milli_percent;
-    let percent = percent(tol);
-    let threshold = format!("a move of {percent} or more");
-    let moving = t.moving_resources();
-    let value = if moving.is_empty() {
-        "no value moves".to_owned()
-    } else {
-        format!("{} would move", names(&moving))
-    };
+/// `cpu:auto-patch,memory:audit`.
+pub(super) struct Modes<'a>(pub &'a PerResource<kerf_api::policy::Mode>);
+
+impl fmt::Display for Modes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(f, "cpu:{},memory:{}", m.cpu.as_str(), m.memory.as_str())
+    }
+}
+
+/// The tolerance (GR-23, GR-24, design D8, D10), given whether an active resource moves
+/// and which recommended containers the template lacks.
+fn tolerance(ctx: &Ctx<'_>, moves: bool, dropped: &[&str]) -> Option<Outcome> {
     let recommended = ctx.facts.recommendation.containers.len();
-    if recommended > 0 && t.dropped.len() == recommended {
+    if recommended > 0 && dropped.len() == recommended {
         let message = format!(
             "no recommended container is in the pod template ({})",
-            t.dropped.join(", ")
+            dropped.join(", ")
         );
-        let outcome = skip(
+        return Some(skip(
             Check::Tolerance,
             wk::REASON_RECOMMENDATION_STALE,
-            Vec::new(),
+            &[],
             message,
-        );
-        return stop(Check::Tolerance, value, threshold, outcome);
+        ));
     }
-    if moving.is_empty() {
-        let message = format!("no value would move by the tolerance of {percent} or more");
-        let outcome = skip(
-            Check::Tolerance,
-            wk::REASON_NO_SIGNIFICANT_CHANGE,
-            ctx.active_resources(),
-            message,
-        );
-        return stop(Check::Tolerance, value, threshold, outcome);
+    if moves {
+        return None;
     }
-    pass(Check::Tolerance, value, threshold)
+    let message = format!(
+        "no value would move by the tolerance of {} or more",
+        Percent(ctx.facts.settings.tolerance_milli_percent)
+    );
+    Some(skip(
+        Check::Tolerance,
+        wk::REASON_NO_SIGNIFICANT_CHANGE,
+        ctx.active_resources(),
+        message,
+    ))
 }
 
 /// Thousandths of a percent as text: 5000 is "5 %", 2500 is "2.5 %".
-fn percent(milli: u32) -> String {
-    let frac = format!("{:03}", milli % 1000);
-    let frac = frac.trim_end_matches('0');
-    if frac.is_empty() {
-        format!("{} %", milli / 1000)
-    } else {
-        format!("{}.{frac} %", milli / 1000)
+pub(super) struct Percent(pub u32);
+
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (int, mut frac) = (self.0 / 1000, self.0 % 1000);
+        if frac == 0 {
+            return write!(f, "{int} %");
+        }
+        let mut width = 3;
+        while frac % 10 == 0 {
+            frac /= 10;
+            width -= 1;
+        }
+        write!(f, "{int}.{frac:0width$} %")
     }
 }
 
-fn names(resources: &[Resource]) -> String {
-    resources
-        .iter()
-        .map(|r| r.as_str())
-        .collect::<Vec<_>>()
-        .join(" and ")
+/// Check 2 (GR-46, EV-37, reading 6, design D26): how long ago the hub was last reached,
+/// or `None` when it never was.
+pub(super) fn hub_age(ctx: &Ctx<'_>) -> Option<Duration> {
+    ctx.facts.hub.last_success.map(|t| ctx.now - t)
 }
 
-/// Check 2 (GR-46, EV-37, reading 6, design D26).
-fn hub(ctx: &Ctx<'_>) -> Step {
-    let h = &ctx.facts.hub;
-    let threshold = format!(
-        "a successful fetch within {}",
-        format_go_duration(h.stale_after)
-    );
-    let age = h.last_success.map(|t| ctx.now - t);
-    let value = match age {
+/// `last successful fetch 1m ago`, or `no successful fetch`.
+pub(super) fn hub_value(age: Option<Duration>) -> String {
+    match age {
         Some(a) => format!(
             "last successful fetch {} ago",
             format_go_duration(a.max(Duration::zero()))
         ),
         None => "no successful fetch".to_owned(),
-    };
-    if age.is_some_and(|a| a <= h.stale_after) {
-        return pass(Check::HubReachable, value, threshold);
     }
-    let message = format!("the hub's recommendations are stale: {value}");
-    let outcome = Outcome::Block(Block::new(
-        wk::REASON_HUB_UNREACHABLE,
-        Check::HubReachable,
-        message,
-    ));
-    stop(Check::HubReachable, value, threshold, outcome)
+}
+
+fn hub(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let age = hub_age(ctx);
+    if age.is_some_and(|a| a <= ctx.facts.hub.stale_after) {
+        return None;
+    }
+    let message = format!("the hub's recommendations are stale: {}", hub_value(age));
+    let b = Block::new(wk::REASON_HUB_UNREACHABLE, Check::HubReachable, message);
+    Some(Outcome::Block(b))
 }
 
 /// Check 3 (GR-47, AP-43, EV-40).
-fn pause(ctx: &Ctx<'_>) -> Step {
-    let threshold = "not paused".to_owned();
-    let Some(scope) = ctx.facts.hub.pause else {
-        return pass(Check::Pause, "not paused".to_owned(), threshold);
-    };
-    let value = format!("paused ({})", scope.as_str());
+fn pause(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let scope = ctx.facts.hub.pause?;
     let mut b = Block::new(
         wk::REASON_PAUSED,
         Check::Pause,
@@ -202,90 +207,24 @@ fn pause(ctx: &Ctx<'_>) -> Step {
     );
     b.details
         .insert(wk::DETAIL_PAUSE_SCOPE.to_owned(), scope.as_str().to_owned());
-    stop(Check::Pause, value, threshold, Outcome::Block(b))
+    Some(Outcome::Block(b))
 }
 
 /// Check 4 (GR-48, EV-29, design D6).
-fn stale(ctx: &Ctx<'_>) -> Step {
-    let diffs = settings_diffs(ctx.policy, ctx.facts);
-    let threshold = "every setting a layer sets equals the recommendation's echo".to_owned();
-    if diffs.is_empty() {
-        return pass(Check::StaleSettings, "settings match".to_owned(), threshold);
+fn stale(ctx: &Ctx<'_>) -> Option<Outcome> {
+    if settings_match(ctx.policy, ctx.facts) {
+        return None;
     }
-    let value = diffs.join(", ");
-    let message = format!("the recommendation was made with other settings: {value}");
-    let outcome = skip(
+    let message = format!(
+        "the recommendation was made with other settings: {}",
+        settings_diffs(ctx.policy, ctx.facts).join(", ")
+    );
+    Some(skip(
         Check::StaleSettings,
         wk::REASON_RECOMMENDATION_STALE,
-        Vec::new(),
+        &[],
         message,
-    );
-    stop(Check::StaleSettings, value, threshold, outcome)
-}
-
-/// The settings some layer sets that differ from the echo (design D6).
-pub(crate) fn settings_diffs(policy: &EffectivePolicy, facts: &Facts) -> Vec<String> {
-    let want = &policy.recommendation;
-    let echo = facts.recommendation.settings.clone().unwrap_or_default();
-    let mut out = Vec::new();
-    let mut differ = |field: &str, wanted: String, got: Option<String>, same: bool| {
-        if !same {
-            out.push(format!(
-                "{field} {wanted} (recommendation: {})",
-                got.unwrap_or_else(|| "unset".into())
-            ));
-        }
-    };
-    if let Some(w) = &want.window {
-        let got = echo
-            .window
-            .as_ref()
-            .and_then(|g| parse_go_duration(g.as_str()).ok());
-        let text = echo.window.as_ref().map(|g| g.as_str().to_owned());
-        differ(
-            "window",
-            format_go_duration(w.value),
-            text,
-            got == Some(w.value),
-        );
-    }
-    if let Some(p) = &want.cpu_percentile {
-        let got = echo.cpu_percentile;
-        differ(
-            "cpuPercentile",
-            p.value.to_string(),
-            got.map(|g| g.to_string()),
-            got == Some(p.value),
-        );
-    }
-    if let Some(p) = &want.memory_percentile {
-        let got = echo.memory_percentile;
-        differ(
-            "memoryPercentile",
-            p.value.to_string(),
-            got.map(|g| g.to_string()),
-            got == Some(p.value),
-        );
-    }
-    if let Some(p) = &want.headroom_percent {
-        let got = echo.headroom_percent;
-        differ(
-            "headroomPercent",
-            p.value.to_string(),
-            got.map(|g| g.to_string()),
-            got == Some(p.value),
-        );
-    }
-    if let Some(l) = &want.limits {
-        let got = echo.limits;
-        differ(
-            "limits",
-            format!("{:?}", l.value),
-            got.map(|g| format!("{g:?}")),
-            got == Some(l.value),
-        );
-    }
-    out
+    ))
 }
 
 /// The HPA verdict of check 5.
@@ -309,13 +248,12 @@ impl HpaVerdict {
 pub(crate) fn hpa_verdict(
     facts: &Facts,
     policy: &EffectivePolicy,
-    targets: &Targets,
+    targets: &Targets<'_>,
 ) -> HpaVerdict {
     let Some(input) = &facts.hpa else {
         return HpaVerdict::NotInvolved;
     };
-    let old = targets.container_requests(facts, false);
-    let new = targets.container_requests(facts, true);
+    let (old, new) = targets.container_requests(facts);
     match hpa::coordinate(input, &old, &new, HpaBounds::from_policy(policy)) {
         HpaOutcome::NotCoupled => HpaVerdict::NotInvolved,
         HpaOutcome::Coordinated(c) => HpaVerdict::Coordinated(c),
@@ -324,77 +262,68 @@ pub(crate) fn hpa_verdict(
 }
 
 /// The HPA change of an applied change, on the final plans (after the per-resource
-/// blocks). Values that can no longer be coordinated block `HPACoupled`.
-pub(crate) fn final_hpa_change(ctx: &Ctx<'_>) -> Result<Option<HpaChange>, Block> {
-    match hpa_verdict(ctx.facts, ctx.policy, &ctx.targets) {
+/// blocks). Values that can no longer be coordinated block `HPACoupled`. With no block,
+/// the plans are those check 5 read, and its verdict is taken from `ctx`.
+pub(crate) fn final_hpa_change(ctx: &mut Ctx<'_>) -> Result<Option<HpaChange>, Block> {
+    let verdict = if ctx.targets.blocks().next().is_none() {
+        std::mem::replace(&mut ctx.hpa, HpaVerdict::NotInvolved)
+    } else {
+        hpa_verdict(ctx.facts, ctx.policy, &ctx.targets)
+    };
+    match verdict {
         HpaVerdict::Coordinated(c) => Ok(Some(c)),
         HpaVerdict::NotInvolved => Ok(None),
         HpaVerdict::Coupled { resource, message } => {
             let mut b = Block::new(wk::REASON_HPA_COUPLED, Check::HpaCoupling, message);
-            b.resources = vec![resource];
+            b.resources = one_resource(resource);
             Err(b)
         }
     }
 }
 
 /// Check 5 (GR-49, EV-31..EV-33).
-fn hpa_check(ctx: &Ctx<'_>) -> Step {
-    let threshold = format!(
-        "coordination on, target within {}..{} %",
-        ctx.policy.hpa_min_target.value, ctx.policy.hpa_max_target.value
-    );
-    match &ctx.hpa {
-        HpaVerdict::NotInvolved => pass(
-            Check::HpaCoupling,
-            "no HPA on a changed resource".into(),
-            threshold,
-        ),
-        HpaVerdict::Coordinated(c) => {
-            let value = format!(
-                "HPA {} {}: target {} -> {} %",
-                c.name, c.resource, c.from, c.to
-            );
-            pass(Check::HpaCoupling, value, threshold)
-        }
-        HpaVerdict::Coupled { resource, message } => {
-            let mut b = Block::new(wk::REASON_HPA_COUPLED, Check::HpaCoupling, message.clone());
-            b.resources = vec![*resource];
-            stop(
-                Check::HpaCoupling,
-                message.clone(),
-                threshold,
-                Outcome::Block(b),
-            )
-        }
-    }
+fn hpa_coupling(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let HpaVerdict::Coupled { resource, message } = &ctx.hpa else {
+        return None;
+    };
+    let mut b = Block::new(wk::REASON_HPA_COUPLED, Check::HpaCoupling, message.clone());
+    b.resources = one_resource(*resource);
+    Some(Outcome::Block(b))
 }
 
-/// Check 6 (GR-11, GR-50).
-fn learning(ctx: &Ctx<'_>) -> Step {
-    let needed = ctx.policy.learning_period.value;
-    let threshold = format_go_duration(needed);
+/// Check 6 (GR-11, GR-50): the coverage as written and as read.
+pub(super) fn coverage<'a>(ctx: &Ctx<'a>) -> (Option<&'a str>, Option<Duration>) {
     let covered = ctx
         .facts
         .recommendation
         .data_coverage
         .as_ref()
         .map(|d| d.covered.as_str());
-    let parsed = covered.and_then(|c| parse_go_duration(c).ok());
-    let value = match (covered, parsed) {
+    (covered, covered.and_then(|c| parse_go_duration(c).ok()))
+}
+
+/// `240h`, `unreadable (soon)` or `no coverage reported`.
+pub(super) fn coverage_value(covered: Option<&str>, parsed: Option<Duration>) -> String {
+    match (covered, parsed) {
         (_, Some(d)) => format_go_duration(d),
         (Some(c), None) => format!("unreadable ({c})"),
         (None, None) => "no coverage reported".to_owned(),
-    };
-    if parsed.is_some_and(|d| d >= needed) {
-        return pass(Check::LearningPeriod, value, threshold);
     }
-    let message = format!("usage data covers {value}, the learning period is {threshold}");
-    let outcome = Outcome::Block(Block::new(
-        wk::REASON_LEARNING_PERIOD,
-        Check::LearningPeriod,
-        message,
-    ));
-    stop(Check::LearningPeriod, value, threshold, outcome)
+}
+
+fn learning(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let needed = ctx.policy.learning_period.value;
+    let (covered, parsed) = coverage(ctx);
+    if parsed.is_some_and(|d| d >= needed) {
+        return None;
+    }
+    let message = format!(
+        "usage data covers {}, the learning period is {}",
+        coverage_value(covered, parsed),
+        format_go_duration(needed)
+    );
+    let b = Block::new(wk::REASON_LEARNING_PERIOD, Check::LearningPeriod, message);
+    Some(Outcome::Block(b))
 }
 
 /// The workload's confidence: the lowest of its containers, else the recommendation's
@@ -414,83 +343,53 @@ pub(crate) fn workload_confidence(facts: &Facts) -> Ratio {
 }
 
 /// Check 7 (GR-12, GR-13, GR-51).
-fn confidence(ctx: &Ctx<'_>) -> Step {
+fn confidence(ctx: &Ctx<'_>) -> Option<Outcome> {
     let have = workload_confidence(ctx.facts);
     let need = ctx.policy.min_confidence.value;
-    let (value, threshold) = (have.to_string(), need.to_string());
     if have >= need {
-        return pass(Check::Confidence, value, threshold);
+        return None;
     }
-    let message = format!("confidence {value} is below minConfidence {threshold}");
-    let outcome = Outcome::Block(Block::new(
-        wk::REASON_LOW_CONFIDENCE,
-        Check::Confidence,
-        message,
-    ));
-    stop(Check::Confidence, value, threshold, outcome)
+    let message = format!("confidence {have} is below minConfidence {need}");
+    let b = Block::new(wk::REASON_LOW_CONFIDENCE, Check::Confidence, message);
+    Some(Outcome::Block(b))
 }
 
-/// Check 8 (GR-52, AP-34, AP-39..AP-42).
-fn freeze(ctx: &Ctx<'_>) -> Step {
-    let threshold = "no freeze window open".to_owned();
-    let policy = evaluate_windows(
-        WindowKind::Freeze,
-        &ctx.policy.freeze_windows.value,
-        ctx.now,
-    );
+/// Check 8 (GR-52, AP-34, AP-39..AP-42): what is frozen and until when, or `None`.
+pub(super) fn freeze(ctx: &Ctx<'_>) -> Option<(String, Option<DateTime<Utc>>)> {
     let cluster = &ctx.facts.cluster_freeze;
-    let chart = evaluate_windows(WindowKind::Freeze, &cluster.windows, ctx.now);
-    let (value, until) = if cluster.now {
-        ("cluster-wide freeze (freeze.now)".to_owned(), None)
-    } else if chart.open {
-        (
-            "a cluster-wide freeze window is open".to_owned(),
-            chart.open_until,
-        )
-    } else if policy.open {
-        let invalid = if policy.errors.is_empty() {
-            ""
-        } else {
-            " (an invalid freeze window counts as open)"
-        };
-        (
-            format!("a freeze window of the policy is open{invalid}"),
-            policy.open_until,
-        )
+    if cluster.now {
+        return Some(("cluster-wide freeze (freeze.now)".to_owned(), None));
+    }
+    let (open, until) = cluster.windows.open_until(WindowKind::Freeze, ctx.now);
+    if open {
+        return Some(("a cluster-wide freeze window is open".to_owned(), until));
+    }
+    let list = &ctx.policy.freeze_windows.value;
+    let (open, until) = list.open_until(WindowKind::Freeze, ctx.now);
+    if !open {
+        return None;
+    }
+    let invalid = if list.has_errors() {
+        " (an invalid freeze window counts as open)"
     } else {
-        return pass(
-            Check::FreezeWindow,
-            "no freeze window open".to_owned(),
-            threshold,
-        );
+        ""
     };
-    let mut b = Block::new(wk::REASON_FREEZE_WINDOW, Check::FreezeWindow, value.clone());
-    b.until = until;
-    stop(Check::FreezeWindow, value, threshold, Outcome::Block(b))
+    Some((
+        format!("a freeze window of the policy is open{invalid}"),
+        until,
+    ))
 }
 
 /// Check 9 (GR-53, reading 5): decides the workload only when no resource is left.
-fn resource_limits(ctx: &Ctx<'_>) -> Step {
+fn resource_limits(ctx: &Ctx<'_>) -> Option<Outcome> {
     let t = &ctx.targets;
-    let threshold = "at least one resource left after the per-resource limits".to_owned();
-    let blocked: Vec<String> = t
-        .blocks()
-        .map(|b| format!("{}/{}: {}", b.container, b.resource, b.reason))
-        .collect();
-    let value = if blocked.is_empty() {
-        "nothing refused".to_owned()
-    } else {
-        blocked.join(", ")
-    };
     if t.any_goes_in() {
-        return pass(Check::ResourceLimits, value, threshold);
+        return None;
     }
-    let Some(first) = t.blocks().next() else {
-        return pass(Check::ResourceLimits, value, threshold);
-    };
-    let mut b = Block::new(first.reason, Check::ResourceLimits, first.message.clone());
-    b.resources = vec![first.resource];
-    stop(Check::ResourceLimits, value, threshold, Outcome::Block(b))
+    let first = t.blocks().next()?;
+    let mut b = Block::new(first.reason, Check::ResourceLimits, first.message());
+    b.resources = one_resource(first.resource);
+    Some(Outcome::Block(b))
 }
 
 /// When the workload cooldown ends: the last applied change plus cooldown, or the end of
@@ -518,83 +417,95 @@ pub(crate) fn cooldown_until(ctx: &Ctx<'_>) -> Option<Option<DateTime<Utc>>> {
     }
 }
 
-/// Check 10 (GR-21, GR-54, design D11).
-fn cooldown(ctx: &Ctx<'_>) -> Step {
-    let threshold = format!(
-        "{} since the last change, no health watch running",
-        format_go_duration(ctx.policy.cooldown.value)
-    );
-    let Some(until) = cooldown_until(ctx) else {
-        return pass(Check::Cooldown, "no recent change".to_owned(), threshold);
-    };
-    let value = match until {
-        Some(u) => format!("held until {}", u.to_rfc3339()),
-        None => "a change or its health watch is still running".to_owned(),
-    };
-    let mut b = Block::new(
-        wk::REASON_COOLDOWN,
-        Check::Cooldown,
-        format!("cooldown: {value}"),
-    );
-    b.until = until;
-    stop(Check::Cooldown, value, threshold, Outcome::Block(b))
-}
+/// `held until <time>`, or that a change or watch still runs.
+pub(super) struct HeldUntil(pub Option<DateTime<Utc>>);
 
-/// Check 11 (GR-55, AP-44..AP-51).
-fn single_replica(ctx: &Ctx<'_>) -> Step {
-    let threshold = "keeps a Ready pod, or allow-disruption".to_owned();
-    let carrier = ctx.strategy.carrier();
-    match strategy::single_replica_unsafe(ctx.facts, ctx.policy, &ctx.targets, carrier) {
-        None => pass(Check::SingleReplica, "safe".to_owned(), threshold),
-        Some(why) => {
-            let b = Block::new(
-                wk::REASON_SINGLE_REPLICA_UNSAFE,
-                Check::SingleReplica,
-                why.clone(),
-            );
-            stop(Check::SingleReplica, why, threshold, Outcome::Block(b))
+impl fmt::Display for HeldUntil {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(u) => write!(f, "held until {}", Rfc3339(u)),
+            None => f.write_str("a change or its health watch is still running"),
         }
     }
 }
 
-/// Check 12 (GR-56, AP-23, AP-25, AP-26, AP-28, AP-33, design D23).
-fn maintenance(ctx: &Ctx<'_>) -> Step {
-    let remaining = ctx.policy.min_window_remaining.value;
-    let threshold = format!(
-        "a maintenance window open with {} left",
-        format_go_duration(remaining)
-    );
+/// Check 10 (GR-21, GR-54, design D11).
+fn cooldown(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let until = cooldown_until(ctx)?;
+    let message = format!("cooldown: {}", HeldUntil(until));
+    let mut b = Block::new(wk::REASON_COOLDOWN, Check::Cooldown, message);
+    b.until = until;
+    Some(Outcome::Block(b))
+}
+
+/// Check 11 (GR-55, AP-44..AP-51): why the change is unsafe, or `None`.
+pub(super) fn single_replica_why(ctx: &Ctx<'_>) -> Option<String> {
+    let carrier = ctx.strategy.carrier();
+    strategy::single_replica_unsafe(ctx.facts, ctx.policy, &ctx.targets, carrier)
+}
+
+fn single_replica(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let why = single_replica_why(ctx)?;
+    let b = Block::new(wk::REASON_SINGLE_REPLICA_UNSAFE, Check::SingleReplica, why);
+    Some(Outcome::Block(b))
+}
+
+/// Why a deferred change waits (check 12).
+pub(super) enum Wait {
+    /// No maintenance window is configured (AP-28).
+    NoWindow,
+    /// A window is open, with less than `minWindowRemaining` left.
+    EndsTooSoon,
+    /// The next window opens then.
+    Next(DateTime<Utc>),
+    /// No window opens again.
+    Never,
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wait::NoWindow => f.write_str("no maintenance window configured"),
+            Wait::EndsTooSoon => f.write_str("the open window ends too soon"),
+            Wait::Next(n) => write!(f, "next window opens {}", Rfc3339(*n)),
+            Wait::Never => f.write_str("no window opens again"),
+        }
+    }
+}
+
+/// Check 12 (GR-56, AP-23, AP-25, AP-26, AP-28, AP-33, design D23): `None` when the change
+/// may go in now, else why it waits and when the next window opens.
+pub(super) fn maintenance_wait(ctx: &Ctx<'_>) -> Option<(Wait, Option<DateTime<Utc>>)> {
     if ctx.strategy.effective != Strategy::Deferred {
-        let value = format!("strategy {}", ctx.strategy.effective.as_str());
-        return pass(Check::MaintenanceWindow, value, threshold);
+        return None;
     }
     let windows = &ctx.policy.maintenance_windows.value;
-    let v = evaluate_windows(WindowKind::Maintenance, windows, ctx.now);
-    let enough = v.open_until.is_none_or(|end| end - ctx.now >= remaining);
-    if !windows.is_empty() && v.open && enough {
-        return pass(
-            Check::MaintenanceWindow,
-            "a maintenance window is open".to_owned(),
-            threshold,
-        );
+    let status = windows.status(WindowKind::Maintenance, ctx.now);
+    let (open, next) = (status.open, status.next_open);
+    let remaining = ctx.policy.min_window_remaining.value;
+    let enough = status
+        .open_until
+        .is_none_or(|end| end - ctx.now >= remaining);
+    if !windows.is_empty() && open && enough {
+        return None;
     }
-    let value = match (windows.is_empty(), v.open, v.next_open) {
-        (true, _, _) => "no maintenance window configured".to_owned(),
-        (false, true, _) => "the open window ends too soon".to_owned(),
-        (false, false, Some(n)) => format!("next window opens {}", n.to_rfc3339()),
-        (false, false, None) => "no window opens again".to_owned(),
+    let wait = match (windows.is_empty(), open, next) {
+        (true, _, _) => Wait::NoWindow,
+        (false, true, _) => Wait::EndsTooSoon,
+        (false, false, Some(n)) => Wait::Next(n),
+        (false, false, None) => Wait::Never,
     };
+    Some((wait, next))
+}
+
+fn maintenance(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let (wait, next) = maintenance_wait(ctx)?;
     let mut b = Block::new(
         wk::REASON_OUTSIDE_MAINTENANCE_WINDOW,
         Check::MaintenanceWindow,
-        format!("deferred change waits for a maintenance window: {value}"),
+        format!("deferred change waits for a maintenance window: {wait}"),
     );
-    b.next_window = v.next_open;
-    b.until = v.next_open;
-    stop(
-        Check::MaintenanceWindow,
-        value,
-        threshold,
-        Outcome::Block(b),
-    )
+    b.next_window = next;
+    b.until = next;
+    Some(Outcome::Block(b))
 }

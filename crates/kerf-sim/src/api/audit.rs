@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::{Method, Response};
@@ -39,6 +40,8 @@ pub struct AuditRecord {
     pub dry_run: bool,
     /// The status code of the answer (of its headers, for a watch).
     pub status: u16,
+    /// How long the API server took to answer (to its headers, for a watch).
+    pub duration: Duration,
 }
 
 impl AuditRecord {
@@ -78,8 +81,8 @@ impl fmt::Display for AuditRecord {
         }
         write!(
             f,
-            " -> {} (manager {}, agent {})",
-            self.status, self.manager, self.user_agent
+            " -> {} in {:?} (manager {}, agent {})",
+            self.status, self.duration, self.manager, self.user_agent
         )
     }
 }
@@ -212,14 +215,17 @@ fn pending(req: &Req) -> AuditRecord {
         manager: req.manager(),
         dry_run: req.q("dryRun").is_some_and(|v| !v.is_empty()),
         status: 0,
+        duration: Duration::ZERO,
     }
 }
 
 /// Answers `req` through [`super::server::handle`] and records it in the context's log.
 pub async fn serve(ctx: &SimContext, req: Req) -> Response<Body> {
+    let started = Instant::now();
     let mut record = pending(&req);
     let resp = super::server::handle(ctx, req).await;
     record.status = resp.status().as_u16();
+    record.duration = started.elapsed();
     ctx.audit.record(record);
     resp
 }
@@ -238,6 +244,7 @@ mod tests {
             manager: "test".to_owned(),
             dry_run: query.contains("dryRun"),
             status: 200,
+            duration: Duration::from_millis(1),
         }
     }
 

@@ -134,8 +134,8 @@ impl Continue {
 /// Serves a LIST request.
 pub fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
     match read(ctx, req, t) {
-        Ok((page, rv)) => {
-            let metadata = list_metadata(&page, rv);
+        Ok((page, rv, counted)) => {
+            let metadata = list_metadata(&page, rv, counted);
             if req.wants_table() {
                 let body = list_value(t, metadata, &page.items);
                 let table = super::table::to_table(ctx, &t.gvr, &body, req);
@@ -161,8 +161,9 @@ impl From<ApiError> for Refused {
     }
 }
 
-/// Reads the page a request asks for, and the resourceVersion the answer reports.
-fn read(ctx: &SimContext, req: &Req, t: &Target) -> Result<(Page, u64), Refused> {
+/// Reads the page a request asks for, the resourceVersion the answer reports, and whether
+/// the list is unfiltered (so its remaining count is reported).
+fn read(ctx: &SimContext, req: &Req, t: &Target) -> Result<(Page, u64, bool), Refused> {
     if req.q("resourceVersionMatch") == Some("Exact")
         && let Some(rv) = req.q("resourceVersion").and_then(|r| r.parse::<u64>().ok())
         && rv < ctx.store.history_start()
@@ -203,7 +204,7 @@ fn read(ctx: &SimContext, req: &Req, t: &Target) -> Result<(Page, u64), Refused>
         Some(c) if c.rv > 0 => c.rv as u64,
         _ => page.resource_version,
     };
-    Ok((page, rv))
+    Ok((page, rv, selection.is_everything()))
 }
 
 /// The Status of a 410 for an expired continue token, with a token that continues at the
@@ -215,12 +216,15 @@ fn expired_continue(start: &str) -> Value {
 }
 
 /// The list's metadata: resourceVersion and, when more objects follow, the continue token
-/// and how many follow.
-fn list_metadata(page: &Page, rv: u64) -> Value {
+/// and, for a list without selectors (`counted`), how many follow: the real API server
+/// leaves `remainingItemCount` out when a label or field selector filters the list.
+fn list_metadata(page: &Page, rv: u64, counted: bool) -> Value {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some(next) = &page.next_start {
         metadata["continue"] = json!(Continue::encode(rv as i64, next));
-        metadata["remainingItemCount"] = json!(page.remaining);
+        if counted {
+            metadata["remainingItemCount"] = json!(page.remaining);
+        }
     }
     metadata
 }

@@ -187,8 +187,46 @@ pub fn apply_patch(req: &Req, current: &Value, custom: bool) -> Result<Value, Ap
     Ok(obj)
 }
 
-/// Serves PATCH on an object URL.
+/// How often a PATCH is tried when the object changed between reading it and writing it
+/// back (the real server retries until its write wins; a bound keeps a livelock visible).
+const CONFLICT_ATTEMPTS: usize = 64;
+
+/// Serves PATCH on an object URL. As the API server's `GuaranteedUpdate`, a patch whose body
+/// names no resourceVersion is applied again to the newer object when another write got in
+/// between its read and its write; one that names a resourceVersion gets the 409.
 pub async fn patch(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
+    let mut attempt = 1;
+    loop {
+        match patch_once(ctx, req, t).await {
+            Err(e) if attempt < CONFLICT_ATTEMPTS && is_write_race(&e) && !names_version(req) => {
+                attempt += 1;
+            }
+            out => return out,
+        }
+    }
+}
+
+/// A 409 of the store's resourceVersion check (not an apply's field manager conflict).
+fn is_write_race(e: &ApiError) -> bool {
+    e.code == 409 && e.message.contains("the object has been modified")
+}
+
+/// Whether the patch body sets `metadata.resourceVersion` (a precondition of the client).
+fn names_version(req: &Req) -> bool {
+    let body: Value = serde_json::from_slice(&req.body)
+        .or_else(|_| serde_yaml::from_slice(&req.body))
+        .unwrap_or(Value::Null);
+    match &body {
+        Value::Array(ops) => ops
+            .iter()
+            .any(|op| op["path"] == "/metadata/resourceVersion" && op["op"] != "test"),
+        _ => body
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())),
+    }
+}
+
+async fn patch_once(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
     let name = t.name.clone().unwrap_or_default();
     let custom = super::crd_schema::is_custom(ctx, &t.gvr);
     let ct = req.content_type();

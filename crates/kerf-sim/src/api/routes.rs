@@ -352,7 +352,9 @@ fn update(
         return write_scale(ctx, req, t, old, &obj);
     }
     super::defaults::apply(&t.gvr, &mut old);
-    if sub != Some("status") {
+    if sub == Some("status") {
+        obj = status_update(&old, obj);
+    } else {
         super::defaults::apply(&t.gvr, &mut obj);
     }
     super::validation::validate_update(ctx, &t.gvr, &old, &obj, sub)?;
@@ -367,6 +369,30 @@ fn update(
     let updated = ctx.store.write(&t.gvr, obj, &req.manager(), sub)?;
     super::crd_schema::on_write(ctx, &t.gvr, &updated);
     Ok(updated)
+}
+
+/// The object a PUT to `/status` writes, as the API server's status strategies build it:
+/// the stored object with the body's `status`, and the body's resourceVersion as the
+/// precondition. Everything else in the body is ignored, so it is never validated either.
+fn status_update(old: &Value, body: Value) -> Value {
+    let mut obj = old.clone();
+    match body.get("status") {
+        Some(status) => obj["status"] = status.clone(),
+        None => {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    match body.pointer("/metadata/resourceVersion") {
+        Some(rv) => obj["metadata"]["resourceVersion"] = rv.clone(),
+        None => {
+            if let Some(m) = obj["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+        }
+    }
+    obj
 }
 
 fn delete(ctx: &SimContext, req: &Req, t: &Target, name: &str) -> Result<(u16, Value), ApiError> {

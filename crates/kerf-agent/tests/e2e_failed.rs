@@ -1,0 +1,135 @@
+//! e2e: a resize the API server refuses for another reason than node room (design D17).
+//! A ResourceQuota refuses it with 403: the change records `failed ResizeError` with the
+//! server's words once its retries are spent, keeps retrying with backoff, never falls back
+//! to a rollout, and goes in once the quota allows it.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, Env, WAIT, pod_resources, policy_spec, template_resources};
+use k8s_openapi::api::core::v1::Event as K8sEvent;
+use kerf_api::event::EventType;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+/// The Kubernetes Events on rsr `name` with `reason`.
+async fn rsr_events(env: &Env, name: &str, reason: &str) -> anyhow::Result<Vec<K8sEvent>> {
+    let api: Api<K8sEvent> = Api::namespaced(env.client.clone(), &env.ns);
+    let all = api.list(&ListParams::default()).await?.items;
+    Ok(all
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("RightsizingRecommendation")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect())
+}
+
+// sim
+// rule: EV-08, EV-13, EV-47, EV-51, design D17
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls_back()
+-> anyhow::Result<()> {
+    let mut env = Env::start("e2e-failed").await?;
+    let Some(faults) = env.sim.as_ref().map(|s| s.context().state.resize.clone()) else {
+        env.sim_only("e2e-failed");
+        return Ok(());
+    };
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    let before = env.wait_ready("web", 2).await?;
+    let generation = env.deployment_json("web").await?["metadata"]["generation"].clone();
+    // Two pods at 200m use 400m of 450m: raising one pod to 300m exceeds the quota.
+    faults.set_quota(&env.ns, "compute", &[("requests.cpu", "450m")]);
+    env.policy("failed", policy_spec(&env.ns, "auto-patch", "in-place"))
+        .await?;
+    env.recommend(vec![env.recommendation("web", "300m", "256Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+
+    // Three refused attempts (1 s and 2 s apart), then one failed event.
+    let failed = env.wait_hub_event("web", EventType::Failed).await?;
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    let f = &failed[0];
+    assert_eq!(f.reason, "ResizeError", "{f:?}");
+    let message = f.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("exceeded quota: compute"),
+        "the server's words are in the message: {message}"
+    );
+    assert!(
+        f.details
+            .get("error")
+            .is_some_and(|e| e.contains("exceeded quota")),
+        "{f:?}"
+    );
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    let st = &rsr["status"];
+    assert_eq!(
+        f.recommendation_id.as_deref(),
+        rsr["spec"]["recommendationID"].as_str()
+    );
+    assert_eq!(st["change"]["eventIds"]["failed"], f.id.to_string(), "{st}");
+    assert_ne!(st["change"]["state"], "Applied", "{st}");
+    // A Warning Kubernetes Event on the rsr (EV-08).
+    let k8s = e2e_support::eventually("the ResizeError Kubernetes Event", WAIT, || async {
+        let found = rsr_events(&env, "web", "ResizeError").await.ok()?;
+        (!found.is_empty()).then_some(found)
+    })
+    .await?;
+    assert_eq!(k8s.len(), 1);
+    assert_eq!(k8s[0].type_.as_deref(), Some("Warning"));
+
+    // No fallback: the strategy stays in-place, the template and the pods are untouched
+    // while the quota refuses, and failed is not repeated on later attempts.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(env.hub_events("web", EventType::Fallback).is_empty());
+    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
+    assert!(env.hub_events("web", EventType::Applied).is_empty());
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    assert_eq!(rsr["status"]["change"]["strategy"], "in-place");
+    assert_eq!(rsr["status"]["phase"], "Applying", "{}", rsr["status"]);
+    let d = env.deployment_json("web").await?;
+    assert_eq!(d["metadata"]["generation"], generation);
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "200m", "memory": "256Mi"})
+    );
+    assert!(e2e_support::manager(&d, "kerf").is_none());
+    for p in env.pods("web").await? {
+        assert_eq!(pod_resources(&p)["requests"]["cpu"], "200m");
+    }
+
+    // The quota is raised: a later retry resizes the same pods in place.
+    faults.clear_quota(&env.ns);
+    let rsr = env
+        .wait_rsr(
+            "web",
+            "Applied after the retry",
+            Duration::from_secs(40),
+            |r| r["status"]["change"]["state"] == "Applied",
+        )
+        .await?;
+    let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].strategy.as_deref(), Some("in-place"));
+    assert_eq!(
+        rsr["status"]["change"]["eventIds"]["applied"],
+        applied[0].id.to_string()
+    );
+    let pods = env.wait_ready("web", 2).await?;
+    let names = |ps: &[k8s_openapi::api::core::v1::Pod]| {
+        let mut n: Vec<_> = ps.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&pods), names(&before));
+    for p in &pods {
+        assert_eq!(pod_resources(p)["requests"]["cpu"], "300m");
+    }
+    assert!(env.hub_events("web", EventType::Fallback).is_empty());
+    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
+    env.stop_agent().await;
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! e2e: after a partial rollback (an OOM kill restores memory only), the resource the
+//! rollback kept is not applied again with the same values, not even after the cooldown
+//! (RB-31, RB-35; docs/health.md). It keeps its new value where the rollback left it; a
+//! recommendation whose values differ goes in after the cooldown, and the restored
+//! resource stays where the rollback put it.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, Env, WAIT, manager, pod_resources, template_resources};
+use kerf_api::Resource;
+use kerf_api::event::EventType;
+use kerf_sim::kubelet::{Fault, inject};
+use serde_json::{Value, json};
+
+/// auto-patch with `strategy`, a 2s cooldown and a 30s watch.
+fn policy(ns: &str, strategy: &str) -> Value {
+    json!({
+        "priority": 10,
+        "selector": {"namespaces": [ns]},
+        "mode": "auto-patch",
+        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "2s",
+            "rollback": {"watchDuration": "30s"}},
+        "apply": {"strategy": strategy, "fallbackAfter": "5s", "minWindowRemaining": "1s"},
+    })
+}
+
+/// OOM-kills container `app` of the first pod of `web`.
+async fn oom(env: &Env) -> anyhow::Result<()> {
+    let Some(sim) = env.sim.as_ref() else {
+        anyhow::bail!("fault injection needs kerf-sim");
+    };
+    let pods = env.wait_ready("web", 2).await?;
+    let pod = pods[0].metadata.name.clone().unwrap_or_default();
+    inject(
+        sim.context(),
+        Fault::OomKill {
+            namespace: env.ns.clone(),
+            pod,
+            container: "app".to_owned(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Applies 150m/200Mi to `web` (200m/256Mi) with `strategy`, OOM-kills a pod once the
+/// watch took its baselines and waits until memory is restored.
+async fn partially_rolled_back(env: &mut Env, strategy: &str) -> anyhow::Result<Value> {
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("partial", policy(&env.ns, strategy)).await?;
+    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_rsr("web", "Applied, watching with baselines", WAIT, |r| {
+        let w = &r["status"]["watch"];
+        r["status"]["change"]["state"] == "Applied"
+            && w["end"].is_string()
+            && w["baselines"].as_object().is_some_and(|b| b.len() >= 2)
+    })
+    .await?;
+    oom(env).await?;
+    let rsr = env
+        .wait_rsr("web", "change RolledBack", WAIT, |r| {
+            r["status"]["change"]["state"] == "RolledBack"
+        })
+        .await?;
+    assert_eq!(
+        rsr["status"]["lastRollback"]["resources"],
+        json!(["memory"])
+    );
+    Ok(rsr)
+}
+
+/// After the cooldown has long passed, nothing new went in: one applied event.
+async fn nothing_reapplied(env: &Env) -> anyhow::Result<()> {
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let applied = env.hub_events("web", EventType::Applied);
+    assert_eq!(applied.len(), 1, "applied again: {applied:#?}");
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    assert_eq!(
+        rsr["status"]["change"]["state"], "RolledBack",
+        "{}",
+        rsr["status"]
+    );
+    assert_eq!(rsr["status"]["phase"], "RolledBack", "{}", rsr["status"]);
+    Ok(())
+}
+
+/// A recommendation with another cpu value and the memory value the rollback removed goes
+/// in after the cooldown: cpu only.
+async fn new_cpu_goes_in(env: &Env, from_cpu: &str) -> anyhow::Result<()> {
+    env.recommend(vec![env.recommendation("web", "120m", "200Mi", "0.9")?]);
+    let applied = e2e_support::eventually("a second applied event", WAIT, || {
+        let found = env.hub_events("web", EventType::Applied);
+        async move { (found.len() == 2).then_some(found) }
+    })
+    .await?;
+    let second = applied
+        .iter()
+        .find(|e| e.recommendation_id.as_deref() == Some("rec-web-120m-200Mi"))
+        .cloned()
+        .ok_or_else(|| {
+            anyhow::anyhow!("no applied event of the new recommendation: {applied:#?}")
+        })?;
+    assert_eq!(second.resources, vec![Resource::Cpu], "{second:#?}");
+    assert_eq!(second.containers.len(), 1);
+    let c = &second.containers[0];
+    assert_eq!(
+        c.from.requests.cpu.as_ref().map(|q| q.0.as_str()),
+        Some(from_cpu)
+    );
+    assert_eq!(
+        c.to.requests.cpu.as_ref().map(|q| q.0.as_str()),
+        Some("120m")
+    );
+    assert!(
+        c.to.requests.memory.is_none(),
+        "memory applied again: {c:?}"
+    );
+    Ok(())
+}
+
+// sim
+// rule: RB-05, RB-23, RB-31, RB-35, GR-21
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_rollout_rollback_of_memory_cpu_keeps_its_value_and_is_not_reapplied()
+-> anyhow::Result<()> {
+    let mut env = Env::start("e2e-partial-rollout").await?;
+    if !env.sim_only("e2e-partial-rollout") {
+        return Ok(());
+    }
+    partially_rolled_back(&mut env, "rollout").await?;
+    // The template: memory restored, cpu keeps the change's value (RB-35), still kerf's.
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "150m", "memory": "256Mi"}),
+        "{}",
+        d["metadata"]
+    );
+    assert!(manager(&d, "kerf").is_some());
+
+    nothing_reapplied(&env).await?;
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "150m", "memory": "256Mi"})
+    );
+
+    new_cpu_goes_in(&env, "150m").await?;
+    env.wait_rsr("web", "the new change Applied", WAIT, |r| {
+        r["status"]["change"]["state"] == "Applied"
+    })
+    .await?;
+    let d = env.deployment_json("web").await?;
+    assert_eq!(
+        template_resources(&d)["requests"],
+        json!({"cpu": "120m", "memory": "256Mi"}),
+        "memory keeps the restored value"
+    );
+    env.stop_agent().await;
+    Ok(())
+}
+
+// sim
+// rule: RB-05, RB-21, RB-22, RB-31, RB-35, GR-21
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_in_place_rollback_of_memory_cpu_is_not_reapplied_with_the_same_value()
+-> anyhow::Result<()> {
+    let mut env = Env::start("e2e-partial-inplace").await?;
+    if !env.sim_only("e2e-partial-inplace") {
+        return Ok(());
+    }
+    let rsr = partially_rolled_back(&mut env, "in-place").await?;
+    assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);
+    // The running pods keep the cpu of the change; memory is resized back.
+    let pods = env.wait_ready("web", 2).await?;
+    for p in &pods {
+        assert_eq!(
+            pod_resources(p)["requests"],
+            json!({"cpu": "150m", "memory": "256Mi"})
+        );
+    }
+
+    nothing_reapplied(&env).await?;
+    for p in env.wait_ready("web", 2).await? {
+        assert_eq!(
+            pod_resources(&p)["requests"],
+            json!({"cpu": "150m", "memory": "256Mi"})
+        );
+    }
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);
+
+    // In place, the new change starts from the template's cpu (what new pods get).
+    new_cpu_goes_in(&env, "200m").await?;
+    let rsr = env
+        .wait_rsr("web", "the new change Applied", WAIT, |r| {
+            r["status"]["change"]["state"] == "Applied"
+        })
+        .await?;
+    let live = &rsr["status"]["live"]["containers"][0]["requests"];
+    assert_eq!(live, &json!({"cpu": "120m", "memory": "256Mi"}), "{live}");
+    env.stop_agent().await;
+    Ok(())
+}
