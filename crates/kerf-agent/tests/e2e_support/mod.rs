@@ -465,8 +465,14 @@ impl Env {
     /// that need a particular Kubernetes version or node size).
     pub async fn start_sim(scenario: &str, config: SimConfig) -> anyhow::Result<Env> {
         init_logs();
-        let sim = Sim::start(config).await?;
-        let client = sim.client();
+        Env::with_sim(scenario, Sim::start(config).await?).await
+    }
+
+    /// Like [`Env::start_sim`], over a kerf-sim already started (on a runtime of its own,
+    /// say); the client is made on the caller's runtime.
+    pub async fn with_sim(scenario: &str, sim: Sim) -> anyhow::Result<Env> {
+        init_logs();
+        let client = kerf_sim::sim::client_for(sim.kubeconfig_path()).await?;
         apply_crds(&client).await?;
         let nss: Api<Namespace> = Api::all(client.clone());
         let body = json!({"metadata": {"name": scenario, "labels": {"kerf-e2e": "true"}}});

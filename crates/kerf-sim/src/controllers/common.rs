@@ -112,6 +112,15 @@ pub fn controlled_by(obj: &Value, owner_uid: &str) -> bool {
         })
 }
 
+/// The uid of the object's controller (the owner reference with `controller: true`).
+pub fn controller_uid(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .and_then(|r| r.get("uid").and_then(Value::as_str))
+}
+
 /// A controller owner reference to `owner`.
 pub fn owner_ref(owner: &Value) -> Value {
     json!({

@@ -2,10 +2,13 @@
 //! `pod-template-hash`), RollingUpdate and Recreate rollouts, revision annotations and the
 //! Deployment status.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use super::common::{
-    controlled_by, int_at, name, namespace, rfc3339, set_condition, template_hash, uid,
+    controlled_by, controller_uid, int_at, name, namespace, rfc3339, set_condition, template_hash,
+    uid,
 };
 use super::rolling::{RsCount, resolve_surge_unavailable, rolling_step};
 use super::{Ctx, MANAGER};
@@ -14,10 +17,20 @@ use crate::store::gvr;
 const REVISION: &str = "deployment.kubernetes.io/revision";
 const HASH_LABEL: &str = "pod-template-hash";
 
-/// Reconciles every Deployment once.
+/// Reconciles every Deployment once. The ReplicaSets are listed once and handed to each
+/// Deployment by controller uid (a list per Deployment would cost every ReplicaSet of the
+/// namespace per Deployment).
 pub fn reconcile_all(ctx: &Ctx) {
+    let mut by_owner: HashMap<String, Vec<Value>> = HashMap::new();
+    for rs in ctx.store.list(&gvr::REPLICASETS, None).0 {
+        if let Some(owner) = controller_uid(&rs) {
+            by_owner.entry(owner.to_owned()).or_default().push(rs);
+        }
+    }
     for dep in ctx.store.list(&gvr::DEPLOYMENTS, None).0 {
-        reconcile(ctx, &dep);
+        let mut rss = by_owner.remove(uid(&dep)).unwrap_or_default();
+        rss.retain(|rs| namespace(rs) == namespace(&dep));
+        reconcile(ctx, &dep, rss);
     }
 }
 
@@ -31,15 +44,8 @@ fn revision(obj: &Value) -> i64 {
     .unwrap_or(0)
 }
 
-fn reconcile(ctx: &Ctx, dep: &Value) {
-    let ns = namespace(dep);
-    let mut rss: Vec<Value> = ctx
-        .store
-        .list(&gvr::REPLICASETS, Some(ns))
-        .0
-        .into_iter()
-        .filter(|rs| controlled_by(rs, uid(dep)))
-        .collect();
+/// Reconciles one Deployment over `rss`, the ReplicaSets it controls.
+fn reconcile(ctx: &Ctx, dep: &Value, mut rss: Vec<Value>) {
     rss.sort_by_key(revision);
     let template = dep.pointer("/spec/template").cloned().unwrap_or(json!({}));
     let hash = template_hash(&template);

@@ -1,28 +1,30 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods (created through the mutating
 //! webhooks, like the real API server does for the controller's POST) and writes the status.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use super::Ctx;
 use super::common::{
-    controlled_by, int_at, name, namespace, pod_from_template, pod_ready, pod_terminal,
+    controller_uid, int_at, name, namespace, pod_from_template, pod_ready, pod_terminal,
     random_suffix, terminating, uid,
 };
 use crate::store::gvr;
 
-/// Reconciles every ReplicaSet once.
+/// Reconciles every ReplicaSet once. The live pods are grouped by controller uid once
+/// (filtering every pod for every ReplicaSet costs pods x ReplicaSets).
 pub async fn reconcile_all(ctx: &Ctx) {
     let pods = ctx.store.list(&gvr::PODS, None).0;
+    let mut by_owner: HashMap<&str, Vec<&Value>> = HashMap::new();
+    for p in pods.iter().filter(|p| !pod_terminal(p) && !terminating(p)) {
+        if let Some(owner) = controller_uid(p) {
+            by_owner.entry(owner).or_default().push(p);
+        }
+    }
     for rs in ctx.store.list(&gvr::REPLICASETS, None).0 {
-        let owned: Vec<&Value> = pods
-            .iter()
-            .filter(|p| {
-                namespace(p) == namespace(&rs)
-                    && controlled_by(p, uid(&rs))
-                    && !pod_terminal(p)
-                    && !terminating(p)
-            })
-            .collect();
+        let mut owned = by_owner.remove(uid(&rs)).unwrap_or_default();
+        owned.retain(|p| namespace(p) == namespace(&rs));
         reconcile(ctx, &rs, &owned).await;
     }
 }
