@@ -84,6 +84,75 @@ pub struct ExecutorMetrics {
     pub permission_denied: Family<ResourceLabel, Counter>,
 }
 
+/// An error of an actuating call: a bounded category for the `result` label, and its
+/// message (an RBAC denial names the missing permission there).
+pub trait ActionError: std::fmt::Display {
+    /// A short, bounded name (`forbidden`, `conflict`, ...).
+    fn category(&self) -> &'static str;
+}
+
+impl ActionError for crate::executor::resize::ResizeError {
+    fn category(&self) -> &'static str {
+        crate::executor::resize::ResizeError::category(self)
+    }
+}
+
+impl ActionError for crate::executor::rollout::ApplyError {
+    fn category(&self) -> &'static str {
+        crate::executor::rollout::ApplyError::category(self)
+    }
+}
+
+impl ActionError for crate::executor::hpa::HpaError {
+    fn category(&self) -> &'static str {
+        crate::executor::hpa::HpaError::category(self)
+    }
+}
+
+impl ActionError for crate::executor::ondelete::EvictError {
+    fn category(&self) -> &'static str {
+        crate::executor::ondelete::EvictError::category(self)
+    }
+}
+
+impl ExecutorMetrics {
+    /// Counts one actuating call (`actions_total{action, result}`). A refusal by RBAC also
+    /// counts under `permission_denied_total{resource}` and logs the permission to grant
+    /// (design D17).
+    pub fn observe<T, E: ActionError>(&self, action: &str, res: &Result<T, E>) {
+        let result = match res {
+            Ok(_) => "ok",
+            Err(e) => e.category(),
+        };
+        self.actions
+            .get_or_create(&ActionLabels {
+                action: action.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+        let Err(e) = res else {
+            return;
+        };
+        let message = e.to_string();
+        if let Some(p) = crate::executor::error::missing_permission(&message) {
+            self.permission_denied
+                .get_or_create(&ResourceLabel {
+                    resource: p.resource.clone(),
+                })
+                .inc();
+            tracing::error!(
+                action,
+                user = %p.user,
+                verb = %p.verb,
+                resource = %p.resource,
+                api_group = %p.group,
+                namespace = p.namespace.as_deref().unwrap_or("(cluster scope)"),
+                "RBAC refused an actuating call: grant this permission to the agent's ServiceAccount"
+            );
+        }
+    }
+}
+
 /// Webhook metrics.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {

@@ -112,17 +112,31 @@ pub fn rsr_name(kind: WorkloadKind, name: &str, is_free: impl Fn(&str) -> bool) 
     format!("{base}-{hash}")
 }
 
-/// The rsr spec mirroring `rec` for the live workload `uid`; a pending hub approval of the
-/// same recommendation is mirrored too (design D27: a mirror, never an input).
+/// The rsr spec mirroring `rec` for the live workload `uid`; the hub's approval of the
+/// same recommendation is mirrored too (design D27: a mirror, never an input) while it has
+/// not expired at `now`. Of several, one not yet carried out (not in `consumed`, the rsr's
+/// `status.consumedApprovals`) is shown first; a carried-out one stays shown while the hub
+/// lists it, next to `status.change.approvalId` that records it.
 pub fn spec_for(
     rec: &Recommendation,
     kind: WorkloadKind,
     uid: &str,
     approvals: &[Approval],
+    consumed: &[String],
+    now: DateTime<Utc>,
 ) -> RightsizingRecommendationSpec {
-    let approval = approvals
+    let live: Vec<&Approval> = approvals
         .iter()
-        .find(|a| a.workload == rec.workload && a.recommendation_id == rec.recommendation_id)
+        .filter(|a| {
+            a.workload == rec.workload
+                && a.recommendation_id == rec.recommendation_id
+                && a.expires_at > now
+        })
+        .collect();
+    let approval = live
+        .iter()
+        .find(|a| !consumed.contains(&a.approval_id))
+        .or(live.first())
         .map(|a| ApprovalRef {
             approval_id: a.approval_id.clone(),
             approved_by: a.approved_by.clone(),
@@ -278,7 +292,7 @@ pub async fn sync(
             report.no_workload += 1;
             continue;
         };
-        match sync_one(client, cache, rec, &workload, approvals).await {
+        match sync_one(client, cache, rec, &workload, approvals, now).await {
             Ok(Some((name, reset))) => {
                 if reset {
                     report.reset.push(name.clone());
@@ -311,10 +325,16 @@ async fn sync_one(
     rec: &Recommendation,
     workload: &WorkloadInfo,
     approvals: &[Approval],
+    now: DateTime<Utc>,
 ) -> Result<Option<(String, bool)>, SyncError> {
     let key = &workload.key;
-    let desired = spec_for(rec, key.kind, &workload.uid, approvals);
     let existing = cache.rsrs_for(key);
+    let consumed: Vec<String> = existing
+        .iter()
+        .filter_map(|r| r.rsr.as_ref().ok()?.status.as_ref())
+        .flat_map(|s| s.consumed_approvals.iter().cloned())
+        .collect();
+    let desired = spec_for(rec, key.kind, &workload.uid, approvals, &consumed, now);
     let taken: BTreeMap<String, ()> = cache
         .rsrs()
         .iter()
@@ -421,5 +441,69 @@ mod tests {
         assert!(n.len() <= MAX_NAME_LEN, "{}", n.len());
         let digest = hex::encode(Sha256::digest(format!("DaemonSet/{long}").as_bytes()));
         assert!(n.ends_with(&digest[..8]));
+    }
+
+    fn rec() -> Recommendation {
+        serde_json::from_value(serde_json::json!({
+            "workload": {"namespace": "shop", "kind": "Deployment", "name": "web"},
+            "recommendationID": "rec-1",
+            "generatedAt": "2026-11-30T10:00:00Z",
+            "confidence": "0.9",
+            "dataCoverage": {"covered": "336h", "window": "336h"},
+            "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
+                "headroomPercent": 15, "limits": "Keep"},
+            "containers": [{"name": "app", "requests": {"cpu": "100m", "memory": "64Mi"},
+                "confidence": "0.9"}],
+        }))
+        .expect("recommendation")
+    }
+
+    fn approval(id: &str, rec_id: &str, expires: &str) -> Approval {
+        serde_json::from_value(serde_json::json!({
+            "approvalId": id,
+            "workload": {"namespace": "shop", "kind": "Deployment", "name": "web"},
+            "recommendationID": rec_id,
+            "approvedBy": "alice",
+            "expiresAt": expires,
+        }))
+        .expect("approval")
+    }
+
+    fn mirrored(approvals: &[Approval], consumed: &[&str]) -> Option<String> {
+        let now: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("time");
+        let consumed: Vec<String> = consumed.iter().map(|c| (*c).to_owned()).collect();
+        spec_for(
+            &rec(),
+            WorkloadKind::Deployment,
+            "u1",
+            approvals,
+            &consumed,
+            now,
+        )
+        .approval
+        .map(|a| a.approval_id)
+    }
+
+    // rule: design D27
+    #[test]
+    fn the_mirror_shows_a_live_approval_of_this_recommendation() {
+        let live = "2026-11-30T13:00:00Z";
+        let gone = "2026-11-30T11:00:00Z";
+        assert_eq!(
+            mirrored(&[approval("a1", "rec-1", live)], &[]).as_deref(),
+            Some("a1")
+        );
+        // Another recommendation's approval is not this one's.
+        assert_eq!(mirrored(&[approval("a1", "rec-0", live)], &[]), None);
+        // Expired: it lapsed, the mirror drops it.
+        assert_eq!(mirrored(&[approval("a1", "rec-1", gone)], &[]), None);
+        // Carried out: still listed by the hub, still mirrored.
+        assert_eq!(
+            mirrored(&[approval("a1", "rec-1", live)], &["a1"]).as_deref(),
+            Some("a1")
+        );
+        // A spent one listed first does not hide a fresh one after it.
+        let both = [approval("a1", "rec-1", live), approval("a2", "rec-1", live)];
+        assert_eq!(mirrored(&both, &["a1"]).as_deref(), Some("a2"));
     }
 }

@@ -90,6 +90,45 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     let rsr = env.rsr("web").await?.unwrap_or_default();
     assert_eq!(rsr["status"]["change"]["strategy"], "in-place");
     assert_eq!(rsr["status"]["phase"], "Applying", "{}", rsr["status"]);
+    // The status shows what the failing change is, written with its intent: the effective
+    // strategy, mode and summary (a change that never succeeds still has them).
+    assert_eq!(
+        rsr["status"]["strategy"]["effective"], "in-place",
+        "{}",
+        rsr["status"]
+    );
+    assert_eq!(
+        rsr["status"]["mode"]["cpu"], "auto-patch",
+        "{}",
+        rsr["status"]
+    );
+    assert!(
+        rsr["status"]["summary"]["cpu"].is_string(),
+        "{}",
+        rsr["status"]
+    );
+    // Every refused resize is counted as an action; a quota refusal is no RBAC denial.
+    let metrics = env.agent_metrics()?;
+    let series = |s: &str| e2e_support::metric_sample(&metrics, s);
+    assert!(
+        series("kerf_agent_actions_total{action=\"resize\",result=\"forbidden\"}") >= 3.0,
+        "{metrics}"
+    );
+    assert!(
+        series("kerf_agent_decisions_total{type=\"applied\",reason=\"RecommendationApplied\"}")
+            >= 1.0,
+        "{metrics}"
+    );
+    let reconciles: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("kerf_agent_reconcile_duration_seconds_count{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(reconciles >= 3.0, "{metrics}");
+    assert!(
+        !metrics.contains("kerf_agent_permission_denied_total{"),
+        "{metrics}"
+    );
     let d = env.deployment_json("web").await?;
     assert_eq!(d["metadata"]["generation"], generation);
     assert_eq!(

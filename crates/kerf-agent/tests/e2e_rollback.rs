@@ -112,7 +112,7 @@ async fn a_pause_of_automation_does_not_block_a_rollback() -> anyhow::Result<()>
 }
 
 // sim
-// rule: RB-36, RB-37
+// rule: RB-36, RB-37, design D17
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_restore_is_retried_until_it_goes_in() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-rollback-retry").await?;
@@ -139,6 +139,23 @@ async fn a_refused_restore_is_retried_until_it_goes_in() -> anyhow::Result<()> {
         "three attempts within {:?}",
         breached.elapsed()
     );
+    // The RBAC denial raises a metric and the refused calls are counted (design D17).
+    let metrics = env.agent_metrics()?;
+    let denied = e2e_support::metric_sample(
+        &metrics,
+        "kerf_agent_permission_denied_total{resource=\"pods/resize\"}",
+    );
+    assert!(denied >= 3.0, "{denied} RBAC denials counted:\n{metrics}");
+    let refused = e2e_support::metric_sample(
+        &metrics,
+        "kerf_agent_actions_total{action=\"rollback\",result=\"forbidden\"}",
+    );
+    assert_eq!(refused, denied, "{metrics}");
+    assert_eq!(
+        e2e_support::metric_sample(&metrics, "kerf_agent_rollbacks_total{reason=\"OOMKills\"}"),
+        1.0,
+        "{metrics}"
+    );
     let rsr = env.rsr("web").await?.unwrap_or_default();
     assert_ne!(
         rsr["status"]["change"]["state"], "RolledBack",
@@ -160,6 +177,14 @@ async fn a_refused_restore_is_retried_until_it_goes_in() -> anyhow::Result<()> {
     }
     let e = env.wait_hub_event("web", EventType::RolledBack).await?;
     assert_eq!(e.len(), 1, "{e:#?}");
+    let metrics = env.agent_metrics()?;
+    assert!(
+        e2e_support::metric_sample(
+            &metrics,
+            "kerf_agent_actions_total{action=\"rollback\",result=\"ok\"}"
+        ) >= 1.0,
+        "{metrics}"
+    );
     env.stop_agent().await;
     Ok(())
 }

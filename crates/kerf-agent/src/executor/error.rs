@@ -100,6 +100,44 @@ pub fn is_rbac_denial(message: &str) -> bool {
     message.contains(" cannot ") && message.contains("resource \"")
 }
 
+/// The permission an RBAC denial names (`User "u" cannot patch resource "pods/resize" in
+/// API group "" in the namespace "a"`), for the log line that says what to grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingPermission {
+    /// The user or ServiceAccount refused.
+    pub user: String,
+    /// The verb (`patch`, `create`, ...).
+    pub verb: String,
+    /// The resource with its subresource (`pods/resize`).
+    pub resource: String,
+    /// The API group (`""` for the core group).
+    pub group: String,
+    /// The namespace, or `None` at cluster scope.
+    pub namespace: Option<String>,
+}
+
+/// Reads the missing permission out of an RBAC denial; `None` for any other message.
+pub fn missing_permission(message: &str) -> Option<MissingPermission> {
+    if !is_rbac_denial(message) {
+        return None;
+    }
+    let quoted_after = |marker: &str| -> Option<String> {
+        let rest = &message[message.find(marker)? + marker.len()..];
+        let end = rest.find('"')?;
+        Some(rest[..end].to_owned())
+    };
+    let user = quoted_after("User \"").unwrap_or_default();
+    let after_cannot = &message[message.find(" cannot ")? + " cannot ".len()..];
+    let verb = after_cannot.split_whitespace().next()?.to_owned();
+    Some(MissingPermission {
+        user,
+        verb,
+        resource: quoted_after("resource \"")?,
+        group: quoted_after("API group \"").unwrap_or_default(),
+        namespace: quoted_after("namespace \""),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +161,34 @@ mod tests {
         assert!(!is_rbac_denial(
             "pods \"p\" is forbidden: exceeded quota: q"
         ));
+    }
+
+    // rule: design D17
+    #[test]
+    fn an_rbac_denial_names_the_missing_permission() {
+        let p = missing_permission(
+            "pods \"p\" is forbidden: User \"system:serviceaccount:kerf:kerf\" cannot patch resource \"pods/resize\" in API group \"\" in the namespace \"a\"",
+        );
+        assert_eq!(
+            p,
+            Some(MissingPermission {
+                user: "system:serviceaccount:kerf:kerf".into(),
+                verb: "patch".into(),
+                resource: "pods/resize".into(),
+                group: String::new(),
+                namespace: Some("a".into()),
+            })
+        );
+        let cluster = missing_permission(
+            "nodes is forbidden: User \"u\" cannot list resource \"nodes\" in API group \"\" at the cluster scope",
+        )
+        .expect("denial");
+        assert_eq!((cluster.verb.as_str(), cluster.namespace), ("list", None));
+        assert_eq!(
+            missing_permission("pods \"p\" is forbidden: exceeded quota: q"),
+            None
+        );
+        // A message cut short names what it can, never panics.
+        assert_eq!(missing_permission("User \"u\" cannot "), None);
     }
 }

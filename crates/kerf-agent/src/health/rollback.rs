@@ -103,6 +103,8 @@ pub struct RollbackCtx<'a> {
     pub hpas: &'a [Arc<HpaInfo>],
     /// The local lease check, before every actuating write.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    /// Counters of the actuating calls (`rollback`).
+    pub metrics: &'a crate::metrics::ExecutorMetrics,
     /// The time.
     pub now: DateTime<Utc>,
 }
@@ -339,6 +341,9 @@ fn names(rs: &[Resource]) -> String {
         .join(" and ")
 }
 
+/// The `action` label of the calls of a rollback.
+const ROLLBACK_ACTION: &str = "rollback";
+
 enum RestoreError {
     NotLeader,
     Failed(String),
@@ -409,15 +414,16 @@ async fn resize_back(
             return Err(RestoreError::NotLeader);
         }
         let sidecars = crate::executor::resize::sidecars_of(pod);
-        match resize_pod(
+        let res = resize_pod(
             ctx.client.clone(),
             &pod.namespace,
             &pod.name,
             &wanted,
             &sidecars,
         )
-        .await
-        {
+        .await;
+        ctx.metrics.observe(ROLLBACK_ACTION, &res);
+        match res {
             Ok(_) | Err(ResizeError::PodGone { .. } | ResizeError::NothingToSend { .. }) => {}
             Err(e) => return Err(RestoreError::Failed(format!("pod {}: {e}", pod.name))),
         }
@@ -434,7 +440,9 @@ async fn template_back(
     if !(ctx.may_write)() {
         return Err(RestoreError::NotLeader);
     }
-    match apply_template(ctx.client.clone(), &ctx.workload, back, restore).await {
+    let res = apply_template(ctx.client.clone(), &ctx.workload, back, restore).await;
+    ctx.metrics.observe(ROLLBACK_ACTION, &res);
+    match res {
         Ok(_) | Err(ApplyError::NothingToApply) => Ok(()),
         Err(e @ (ApplyError::NotFound { .. } | ApplyError::Replaced { .. })) => {
             tracing::info!(workload = %ctx.workload.name, error = %e, "workload gone: nothing to restore");
@@ -465,7 +473,7 @@ async fn hpa_back(ctx: &RollbackCtx<'_>, h: &HpaChange) -> Result<(), RestoreErr
     if !(ctx.may_write)() {
         return Err(RestoreError::NotLeader);
     }
-    match write_hpa_target(
+    let res = write_hpa_target(
         ctx.client.clone(),
         &info.namespace,
         &info.name,
@@ -474,8 +482,9 @@ async fn hpa_back(ctx: &RollbackCtx<'_>, h: &HpaChange) -> Result<(), RestoreErr
         h.from,
         h.to,
     )
-    .await
-    {
+    .await;
+    ctx.metrics.observe(ROLLBACK_ACTION, &res);
+    match res {
         Ok(_) | Err(HpaError::NotFound { .. }) => Ok(()),
         Err(HpaError::Invalid { message }) => {
             tracing::warn!(hpa = %h.name, %message, "HPA target changed by someone else: left alone");

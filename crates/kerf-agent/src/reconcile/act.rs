@@ -25,6 +25,7 @@ use crate::executor::rollout;
 use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
 use crate::failpoints;
 use crate::intent;
+use crate::metrics::ExecutorMetrics;
 
 /// How many carried-out approvals `status.consumedApprovals` keeps (its CRD limit).
 pub const MAX_CONSUMED_APPROVALS: usize = 32;
@@ -202,6 +203,8 @@ pub struct StepCtx<'a> {
     pub policy: &'a EffectivePolicy,
     /// Whether this replica may write now.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    /// Counters of the actuating calls.
+    pub metrics: &'a ExecutorMetrics,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -307,15 +310,16 @@ async fn in_place(
             ch.first_resize_at = Some(c.now);
         }
         let sidecars = sidecars_in(c.pods, pod);
-        match resize_pod(
+        let res = resize_pod(
             c.client.clone(),
             &c.workload.key.namespace,
             pod,
             &target,
             &sidecars,
         )
-        .await
-        {
+        .await;
+        c.metrics.observe("resize", &res);
+        match res {
             Ok(_) => {}
             Err(ResizeError::Infeasible { message }) => {
                 let node = views
@@ -464,13 +468,15 @@ async fn rollout_step(
         if !(c.may_write)() {
             return Err(ActError::NotLeader);
         }
-        rollout::apply_template(
+        let res = rollout::apply_template(
             c.client.clone(),
             &workload_id(c.workload),
             &target(&change),
             &change.resources,
         )
-        .await?;
+        .await;
+        c.metrics.observe("apply", &res);
+        res?;
         failpoints::hit("after-apply")?;
     }
     finish_applied(s, c, out);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kerf_api::hub::{ClusterConfig, PolicyDefaults};
+use kerf_api::hub::{Approval, ClusterConfig, PolicyDefaults};
 use kerf_api::rsr::{ChangeState, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
 use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
 use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
@@ -21,7 +21,7 @@ use kerf_decide::quantity;
 use kerf_decide::replicas::{PdbInput, ReplicaInput};
 use kerf_decide::select::WorkloadMeta;
 
-use crate::cache::{self, CacheSet, HpaInfo, PodInfo, WorkloadInfo};
+use crate::cache::{self, CacheSet, HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::hub::HubState;
 use crate::settings::Settings;
 
@@ -296,6 +296,40 @@ pub struct Sources<'a> {
     pub resize_subresource: bool,
 }
 
+/// The workload's approval of the recommendation the rsr holds, if the config lists one:
+/// a pending one of it first (not expired, not in `consumed`; a spent or lapsed one listed
+/// before it must not hide it, design D27), else another of it (the decision then says why
+/// it does not apply), else the workload's first (an approval of an earlier recommendation).
+pub fn pick_approval(
+    approvals: &[Approval],
+    key: &WorkloadKey,
+    recommendation_id: &str,
+    consumed: &[String],
+    now: DateTime<Utc>,
+) -> Option<Approval> {
+    let mine: Vec<&Approval> = approvals
+        .iter()
+        .filter(|a| {
+            a.workload.namespace == *key.namespace
+                && a.workload.kind == key.kind.as_str()
+                && a.workload.name == *key.name
+        })
+        .collect();
+    let current: Vec<&Approval> = mine
+        .iter()
+        .copied()
+        .filter(|a| a.recommendation_id == recommendation_id)
+        .collect();
+    let pending = current
+        .iter()
+        .copied()
+        .find(|a| a.expires_at > now && !consumed.contains(&a.approval_id));
+    pending
+        .or(current.first().copied())
+        .or(mine.first().copied())
+        .cloned()
+}
+
 /// The facts of one workload and its rsr at `now`.
 pub fn gather(
     src: Sources<'_>,
@@ -321,22 +355,14 @@ pub fn gather(
         })
         .collect();
     let config = src.hub.last_good_config.as_ref().map(|c| c.value.as_ref());
-    // The workload's approval of the recommendation the rsr holds, if the config lists one
-    // (an earlier approval of another recommendation may still be listed before it).
     let approval = config.and_then(|c| {
-        let mine: Vec<_> = c
-            .approvals
-            .iter()
-            .filter(|a| {
-                a.workload.namespace == *w.key.namespace
-                    && a.workload.kind == w.key.kind.as_str()
-                    && a.workload.name == *w.key.name
-            })
-            .collect();
-        let current = mine
-            .iter()
-            .find(|a| a.recommendation_id == spec.recommendation_id);
-        current.or(mine.first()).map(|a| (*a).clone())
+        pick_approval(
+            &c.approvals,
+            &w.key,
+            &spec.recommendation_id,
+            &status.consumed_approvals,
+            now,
+        )
     });
     let last_success = src.hub.fresh_until.map(|until| {
         until - chrono::Duration::from_std(src.settings.hub.stale_after).unwrap_or_default()
@@ -373,5 +399,48 @@ pub fn gather(
             resize_subresource: src.resize_subresource,
         },
         state: rsr_state(status, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::WorkloadKind;
+
+    fn approval(id: &str, name: &str, rec: &str, expires: &str) -> Approval {
+        serde_json::from_value(serde_json::json!({
+            "approvalId": id,
+            "workload": {"namespace": "shop", "kind": "Deployment", "name": name},
+            "recommendationID": rec,
+            "approvedBy": "alice",
+            "expiresAt": expires,
+        }))
+        .expect("approval")
+    }
+
+    fn picked(approvals: &[Approval], consumed: &[&str]) -> Option<String> {
+        let now: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("time");
+        let key = WorkloadKey::new("shop", WorkloadKind::Deployment, "web");
+        let consumed: Vec<String> = consumed.iter().map(|c| (*c).to_owned()).collect();
+        pick_approval(approvals, &key, "rec-2", &consumed, now).map(|a| a.approval_id)
+    }
+
+    // rule: design D27
+    #[test]
+    fn a_pending_approval_is_not_hidden_by_a_spent_or_lapsed_one_listed_first() {
+        let live = "2026-11-30T13:00:00Z";
+        let gone = "2026-11-30T11:00:00Z";
+        let spent = approval("a1", "web", "rec-2", live);
+        let lapsed = approval("a2", "web", "rec-2", gone);
+        let fresh = approval("a3", "web", "rec-2", live);
+        let list = [spent.clone(), lapsed.clone(), fresh];
+        assert_eq!(picked(&list, &["a1"]).as_deref(), Some("a3"));
+        // None pending: one of this recommendation (the decision says why it is spent).
+        assert_eq!(picked(&[spent, lapsed], &["a1"]).as_deref(), Some("a1"));
+        // Another workload's approval is never taken; an earlier recommendation's is.
+        let other = approval("b1", "api", "rec-2", live);
+        let earlier = approval("c1", "web", "rec-1", live);
+        assert_eq!(picked(std::slice::from_ref(&other), &[]), None);
+        assert_eq!(picked(&[other, earlier], &[]).as_deref(), Some("c1"));
     }
 }

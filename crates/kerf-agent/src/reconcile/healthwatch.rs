@@ -70,6 +70,7 @@ pub(super) async fn watch_pass<W: StatusWriter>(
         pods: &pods,
         hpas: &hpas,
         may_write: &may_write,
+        metrics: &h.ctx.metrics.executor,
         now: h.now,
     };
     if state == ChangeState::RollingBack {
@@ -103,6 +104,14 @@ pub(super) async fn watch_pass<W: StatusWriter>(
             Ok(false)
         }
         HealthStep::Breach(b) => {
+            h.ctx
+                .metrics
+                .executor
+                .rollbacks
+                .get_or_create(&crate::metrics::ReasonLabel {
+                    reason: b.reason.as_str().to_owned(),
+                })
+                .inc();
             let out = h.watcher.rollback(&rctx, s, &b, writer).await;
             settle(h, memory, s, out.map_err(key_error)?).await
         }

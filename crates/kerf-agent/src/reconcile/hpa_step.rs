@@ -70,6 +70,7 @@ pub async fn write_target(
         new,
     )
     .await;
+    c.metrics.observe("hpa_patch", &res);
     match res {
         Ok(_) => Ok(TargetWrite::Written),
         Err(HpaError::NotFound { .. }) => Ok(TargetWrite::LeftAlone),

@@ -226,17 +226,18 @@ async fn reconcile_entry(
         .as_ref()
         .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying));
     let f = facts::gather(src, &workload, &rsr.spec, &s, now);
+    let step = StepCtx {
+        client: &ctx.client,
+        workload: &workload,
+        pods: &pods,
+        hpas: &hpas,
+        facts: &f,
+        policy: &policy,
+        may_write: &may_write,
+        metrics: &ctx.metrics.executor,
+        now,
+    };
     if in_flight {
-        let step = StepCtx {
-            client: &ctx.client,
-            workload: &workload,
-            pods: &pods,
-            hpas: &hpas,
-            facts: &f,
-            policy: &policy,
-            may_write: &may_write,
-            now,
-        };
         let res = act::advance(&mut s, &step).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
         let fail = FailCtx {
@@ -251,16 +252,6 @@ async fn reconcile_entry(
     } else if let Some(rel) = release_step::due(&s, &policy)
         && !act::frozen(&f, &policy, now)
     {
-        let step = StepCtx {
-            client: &ctx.client,
-            workload: &workload,
-            pods: &pods,
-            hpas: &hpas,
-            facts: &f,
-            policy: &policy,
-            may_write: &may_write,
-            now,
-        };
         let res = release_step::run(&mut s, &step, &rel).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
         let fail = FailCtx {
@@ -281,16 +272,6 @@ async fn reconcile_entry(
             .is_some_and(|c| act::template_covers(c, &workload))
         && health::rollout_complete(&workload)
     {
-        let step = StepCtx {
-            client: &ctx.client,
-            workload: &workload,
-            pods: &pods,
-            hpas: &hpas,
-            facts: &f,
-            policy: &policy,
-            may_write: &may_write,
-            now,
-        };
         hpa_step::write_due(&mut s, &step, HpaOrder::After).await?;
         writer.write(&s).await?;
     }
@@ -305,6 +286,7 @@ async fn reconcile_entry(
             frozen: act::frozen(&f, &policy, now),
             paused: f.hub.pause.is_some(),
             may_write: &may_write,
+            metrics: &ctx.metrics.executor,
             now,
         };
         let run = ondelete_step::run(&oc, &s, &mut memory.refused_evictions).await?;
@@ -340,27 +322,41 @@ async fn reconcile_entry(
         }
         release_step::report_hold(&mut decision, held);
     }
+    let (kind, reason) = match &decision.outcome {
+        Outcome::Apply(plan) => ("applied", plan.reason),
+        Outcome::Skip(skip) => ("skipped", skip.reason),
+        Outcome::Block(block) => ("blocked", block.reason),
+    };
+    ctx.metrics
+        .reconcile
+        .decisions
+        .get_or_create(&crate::metrics::TypeReason {
+            r#type: kind.to_owned(),
+            reason: reason.to_owned(),
+        })
+        .inc();
     if let Outcome::Apply(plan) = &decision.outcome
         && !s
             .change
             .as_ref()
             .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying))
     {
-        // Intent before action (design D25).
+        // Intent before action (design D25), in a whole status (strategy, summary, mode,
+        // conditions) so a change whose action fails still shows what it is.
         s.change = Some(intent::new_change(plan, now));
-        s.phase = Some(kerf_api::rsr::Phase::Applying);
+        let invalid = status::invalid_inputs(&policy, Some(&decision));
+        s = status::build_status(&StatusInput {
+            previous: &s,
+            decision: Some(&decision),
+            generation: rsr.metadata.generation,
+            invalid: &invalid,
+            rollout_in_progress: rolling(&workload),
+            withdrawn: false,
+            now,
+        });
         writer.write(&s).await?;
         crate::failpoints::hit("after-intent").map_err(act::ActError::from)?;
-        let step = StepCtx {
-            client: &ctx.client,
-            workload: &workload,
-            pods: &pods,
-            hpas: &hpas,
-            facts: &f,
-            policy: &policy,
-            may_write: &may_write,
-            now,
-        };
+        let step = StepCtx { facts: &f, ..step };
         let res = act::advance(&mut s, &step).await;
         write_and_emit(writer, &s, recorder, &rsr_ref, res.as_ref().ok()).await?;
         let fail = FailCtx {

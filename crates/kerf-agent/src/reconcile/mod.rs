@@ -113,6 +113,28 @@ impl Memory {
     }
 }
 
+/// The rank of a workload that needs nothing soon.
+const URGENCY_NONE: u8 = 2;
+
+/// How soon a pass should reach an rsr: 0 for a rollback or a change in flight (`Intent`,
+/// `Applying`, `RollingBack`), 1 for an applied change under a running health watch,
+/// [`URGENCY_NONE`] for the rest.
+fn urgency(status: &kerf_api::rsr::RightsizingRecommendationStatus, now: DateTime<Utc>) -> u8 {
+    use kerf_api::rsr::ChangeState;
+    match status.change.as_ref().map(|c| c.state) {
+        Some(ChangeState::Intent | ChangeState::Applying | ChangeState::RollingBack) => 0,
+        Some(ChangeState::Applied)
+            if status
+                .watch
+                .as_ref()
+                .is_some_and(|w| w.end.is_none_or(|end| now < end)) =>
+        {
+            1
+        }
+        _ => URGENCY_NONE,
+    }
+}
+
 /// The health watcher of the agent's settings; an unusable metrics URL leaves throttling
 /// unwatched (RB-16) rather than stopping the reconciler.
 fn watcher(settings: &crate::settings::HealthSettings) -> crate::health::Watcher {
@@ -382,15 +404,39 @@ impl Reconciler {
         }
     }
 
+    /// The workloads whose rsr has a rollback or a change in flight, then those under a
+    /// running health watch: a pass over many workloads (the first after a restart) takes
+    /// them first, so resuming what was cut off does not wait behind idle workloads.
+    fn urgent_first(&self, keys: BTreeSet<WorkloadKey>, now: DateTime<Utc>) -> Vec<WorkloadKey> {
+        if keys.len() < 2 {
+            return keys.into_iter().collect();
+        }
+        let rank: HashMap<WorkloadKey, u8> = self
+            .ctx
+            .cache
+            .rsrs()
+            .iter()
+            .filter_map(|r| {
+                let status = r.rsr.as_ref().ok()?.status.as_ref()?;
+                Some((r.workload.clone()?, urgency(status, now)))
+            })
+            .collect();
+        let mut ordered: Vec<WorkloadKey> = keys.into_iter().collect();
+        // Stable: the key order stays within a rank.
+        ordered.sort_by_key(|k| rank.get(k).copied().unwrap_or(URGENCY_NONE));
+        ordered
+    }
+
     async fn pass(&mut self, keys: BTreeSet<WorkloadKey>) {
         let now = self.ctx.clock.now();
-        for key in keys {
+        for key in self.urgent_first(keys, now) {
             if let Some((_, until)) = self.memory.backoff.get(&key)
                 && *until > now
             {
                 continue;
             }
             let hub = self.hub.borrow().clone();
+            let started = std::time::Instant::now();
             let res = reconcile_key(
                 &self.ctx,
                 &hub,
@@ -401,6 +447,18 @@ impl Reconciler {
                 &key,
             )
             .await;
+            let result = match &res {
+                Ok(()) => "ok",
+                Err(e) => e.category(),
+            };
+            self.ctx
+                .metrics
+                .reconcile
+                .duration
+                .get_or_create(&crate::metrics::ResultLabel {
+                    result: result.to_owned(),
+                })
+                .observe(started.elapsed().as_secs_f64());
             match res {
                 Ok(()) => {
                     self.memory.backoff.remove(&key);
@@ -508,5 +566,50 @@ pub async fn poll_hub(
         }
         sync.poll_once().await;
         polled.send_replace(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::rsr::{ChangeState, RightsizingRecommendationStatus};
+
+    fn status(
+        state: Option<ChangeState>,
+        watch_end: Option<&str>,
+    ) -> RightsizingRecommendationStatus {
+        serde_json::from_value(serde_json::json!({
+            "change": state.map(|st| serde_json::json!({
+                "id": "c1", "state": st, "recommendationID": "r1", "strategy": "rollout",
+                "resources": ["cpu"], "startedAt": "2026-11-30T10:00:00Z", "containers": [],
+                "eventIds": {},
+            })),
+            "watch": watch_end.map(|end| serde_json::json!({
+                "start": "2026-11-30T10:00:00Z", "end": end,
+            })),
+        }))
+        .expect("status")
+    }
+
+    // rule: design D25
+    #[test]
+    fn changes_and_rollbacks_in_flight_come_first_then_running_watches() {
+        let now: DateTime<Utc> = "2026-11-30T11:00:00Z".parse().expect("time");
+        for st in [
+            ChangeState::Intent,
+            ChangeState::Applying,
+            ChangeState::RollingBack,
+        ] {
+            assert_eq!(urgency(&status(Some(st), None), now), 0, "{st:?}");
+        }
+        let watching = status(Some(ChangeState::Applied), Some("2026-11-30T12:00:00Z"));
+        assert_eq!(urgency(&watching, now), 1);
+        let watched = status(Some(ChangeState::Applied), Some("2026-11-30T10:30:00Z"));
+        assert_eq!(urgency(&watched, now), URGENCY_NONE);
+        assert_eq!(
+            urgency(&status(Some(ChangeState::RolledBack), None), now),
+            URGENCY_NONE
+        );
+        assert_eq!(urgency(&status(None, None), now), URGENCY_NONE);
     }
 }

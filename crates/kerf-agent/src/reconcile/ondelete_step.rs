@@ -48,6 +48,8 @@ pub struct OnDeleteCtx<'a> {
     pub paused: bool,
     /// Whether this replica may write now.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    /// Counters of the actuating calls.
+    pub metrics: &'a crate::metrics::ExecutorMetrics,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -145,7 +147,9 @@ pub async fn run(
         if !(c.may_write)() {
             return Err(ActError::NotLeader);
         }
-        match evict_pod(c.client.clone(), &c.workload.key.namespace, &pod).await? {
+        let res = evict_pod(c.client.clone(), &c.workload.key.namespace, &pod).await;
+        c.metrics.observe("evict", &res);
+        match res? {
             EvictOutcome::Evicted { pod } => {
                 tracing::info!(workload = %c.workload.key, %pod, "outdated OnDelete pod evicted");
             }

@@ -90,7 +90,10 @@ pub async fn run(
         super::hpa_step::restore(s, c).await?;
     }
     if change.strategy != kerf_api::Strategy::InPlace {
-        rollout::release(c.client.clone(), &workload_id(c.workload), &rel.resources).await?;
+        let res =
+            rollout::release(c.client.clone(), &workload_id(c.workload), &rel.resources).await;
+        c.metrics.observe("release", &res);
+        res?;
     }
     s.live = s.live.take().and_then(|l| without(l, &rel.resources));
     let whole = change.resources.iter().all(|r| rel.resources.contains(r));

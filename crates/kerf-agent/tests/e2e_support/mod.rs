@@ -166,6 +166,16 @@ impl Env {
         Ok(())
     }
 
+    /// The running agent's metrics in the Prometheus text format (what `/metrics` serves).
+    #[allow(dead_code)]
+    pub fn agent_metrics(&self) -> anyhow::Result<String> {
+        let agent = self
+            .agent
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no agent running"))?;
+        Ok(agent.context().metrics.encode()?)
+    }
+
     /// Stops the running agent gracefully.
     pub async fn stop_agent(&mut self) {
         if let Some(a) = self.agent.take() {
@@ -501,4 +511,14 @@ impl Env {
     pub async fn spawn_agent(&self, settings: Settings) -> Agent {
         Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await
     }
+}
+
+/// The value of the sample `series` (name and labels as encoded) in the Prometheus text
+/// `metrics`; 0 when absent.
+#[allow(dead_code)]
+pub fn metric_sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
