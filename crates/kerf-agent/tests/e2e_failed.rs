@@ -1,7 +1,8 @@
 //! e2e: a resize the API server refuses for another reason than node room (design D17).
 //! A ResourceQuota refuses it with 403: the change records `failed ResizeError` with the
 //! server's words once its retries are spent, keeps retrying with backoff, never falls back
-//! to a rollout, and goes in once the quota allows it.
+//! to a rollout, and goes in once the quota allows it. RBAC refusing `pods/resize` is
+//! handled the same way, and each denial is counted in `kerf_agent_permission_denied_total`.
 
 mod e2e_support;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 use e2e_support::{AgentOptions, Env, WAIT, pod_resources, policy_spec, template_resources};
 use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_api::event::EventType;
+use kerf_sim::api::resize::faults::ADMIN_USER;
 use kube::Api;
 use kube::api::ListParams;
 use serde_json::json;
@@ -169,6 +171,72 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     }
     assert!(env.hub_events("web", EventType::Fallback).is_empty());
     assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
+    env.stop_agent().await;
+    Ok(())
+}
+
+// sim
+// rule: EV-13, EV-47, design D17
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_refused_by_rbac_is_failed_counted_and_names_the_permission() -> anyhow::Result<()>
+{
+    let mut env = Env::start("e2e-failed-rbac").await?;
+    let Some(faults) = env.sim.as_ref().map(|s| s.context().state.resize.clone()) else {
+        env.sim_only("e2e-failed-rbac");
+        return Ok(());
+    };
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    let before = env.wait_ready("web", 2).await?;
+    // RBAC refuses pods/resize to the agent's user.
+    faults.deny_user(ADMIN_USER);
+    env.policy(
+        "failed-rbac",
+        policy_spec(&env.ns, "auto-patch", "in-place"),
+    )
+    .await?;
+    env.recommend(vec![env.recommendation("web", "300m", "256Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+
+    // An RBAC 403 is no node-room refusal: failed ResizeError, never a fallback.
+    let failed = env.wait_hub_event("web", EventType::Failed).await?;
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].reason, "ResizeError", "{:?}", failed[0]);
+    let message = failed[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("cannot patch resource \"pods/resize\""),
+        "the server's words are in the message: {message}"
+    );
+    assert!(env.hub_events("web", EventType::Fallback).is_empty());
+    // Each refused call counts as a forbidden resize and as an RBAC denial of pods/resize.
+    let metrics = env.agent_metrics()?;
+    let series = |s: &str| e2e_support::metric_sample(&metrics, s);
+    let denied = series("kerf_agent_permission_denied_total{resource=\"pods/resize\"}");
+    assert!(denied >= 3.0, "{denied} denials:\n{metrics}");
+    assert_eq!(
+        series("kerf_agent_actions_total{action=\"resize\",result=\"forbidden\"}"),
+        denied,
+        "{metrics}"
+    );
+    let d = env.deployment_json("web").await?;
+    assert!(e2e_support::manager(&d, "kerf").is_none(), "no rollout");
+    for p in env.pods("web").await? {
+        assert_eq!(pod_resources(&p)["requests"]["cpu"], "200m");
+    }
+
+    // Granted: a later retry resizes the same pods in place.
+    faults.allow_user(ADMIN_USER);
+    env.wait_rsr(
+        "web",
+        "Applied once allowed",
+        Duration::from_secs(40),
+        |r| r["status"]["change"]["state"] == "Applied",
+    )
+    .await?;
+    let pods = env.wait_ready("web", 2).await?;
+    assert_eq!(pods.len(), before.len());
+    for p in &pods {
+        assert_eq!(pod_resources(p)["requests"]["cpu"], "300m");
+    }
     env.stop_agent().await;
     Ok(())
 }
