@@ -33,6 +33,14 @@ fn defaults(yaml: &str) -> PolicyDefaults {
     serde_yaml::from_str(yaml).unwrap()
 }
 
+/// The problems of `ep` as (field, layer, value).
+fn problem_fields(ep: &EffectivePolicy) -> Vec<(&str, Layer, &str)> {
+    ep.problems
+        .iter()
+        .map(|p| (p.field.as_str(), p.layer, p.value.as_str()))
+        .collect()
+}
+
 /// The effective policy with `yaml` as the hub fleet defaults, the hub override, or a
 /// RightsizingPolicy, in auto-patch so that `decide` reaches every check.
 #[allow(clippy::unwrap_used)]
@@ -104,11 +112,7 @@ fn gr_48_out_of_range_percentiles_are_named_and_every_recommendation_is_stale() 
         Layer::HubCluster,
         "recommendation: {cpuPercentile: 150, memoryPercentile: 0, headroomPercent: 5000}",
     );
-    let fields: Vec<(&str, Layer, &str)> = ep
-        .problems
-        .iter()
-        .map(|p| (p.field.as_str(), p.layer, p.value.as_str()))
-        .collect();
+    let fields = problem_fields(&ep);
     assert_eq!(
         fields,
         [
@@ -152,11 +156,7 @@ fn ap_33_a_bad_maintenance_schedule_is_named_and_the_window_is_closed() {
         Layer::Policy,
         r#"{selector: {}, apply: {strategy: deferred, maintenanceWindows: [{schedule: "0 11 * * *", duration: 2h, timeZone: Mars/Olympus}, {schedule: "61 * * * *", duration: 2h}]}}"#,
     );
-    let fields: Vec<(&str, Layer, &str)> = ep
-        .problems
-        .iter()
-        .map(|p| (p.field.as_str(), p.layer, p.value.as_str()))
-        .collect();
+    let fields = problem_fields(&ep);
     assert_eq!(
         fields,
         [
