@@ -230,3 +230,48 @@ async fn inventory_is_put() {
     rig.client.put_inventory(&inv).await.unwrap();
     assert_eq!(rig.hub.inventory(CLUSTER), Some(inv));
 }
+
+// A poll that brings nothing new notifies no one: the reconciler decides nothing again.
+#[tokio::test]
+async fn an_idle_poll_notifies_no_subscriber_and_a_change_or_regained_freshness_does() {
+    let rig = rig("t", "t").await.unwrap();
+    rig.hub
+        .set_recommendations(CLUSTER, vec![recommendation("web")]);
+    let mut rx = rig.client.subscribe();
+    rig.client.fetch_config().await.unwrap();
+    rig.client.fetch_recommendations().await.unwrap();
+    assert!(rx.has_changed().unwrap(), "the first fetches are news");
+    rx.borrow_and_update();
+    let fresh_until = rig.client.state().fresh_until.unwrap();
+
+    rig.clock.advance(chrono::Duration::minutes(1));
+    assert_eq!(rig.client.fetch_config().await.unwrap(), Fetch::Unchanged);
+    assert_eq!(
+        rig.client.fetch_recommendations().await.unwrap(),
+        Fetch::Unchanged
+    );
+    assert!(
+        !rx.has_changed().unwrap(),
+        "same config and a 304 are no news"
+    );
+    assert_eq!(
+        rig.client.state().fresh_until,
+        Some(fresh_until + chrono::Duration::minutes(1)),
+        "the fetch times still move"
+    );
+
+    rig.hub.pause(CLUSTER, Some(PauseScope::Fleet));
+    assert_eq!(rig.client.fetch_config().await.unwrap(), Fetch::Updated);
+    assert!(rx.has_changed().unwrap(), "a changed configuration is news");
+    rx.borrow_and_update();
+
+    // Stale, then fresh again with the same values: decided again (EV-37).
+    rig.clock.advance(chrono::Duration::hours(2));
+    rig.client.fetch_config().await.unwrap();
+    assert!(
+        !rx.has_changed().unwrap(),
+        "one fetch alone leaves it stale"
+    );
+    rig.client.fetch_recommendations().await.unwrap();
+    assert!(rx.has_changed().unwrap(), "regained freshness is news");
+}

@@ -24,7 +24,8 @@ use crate::clock::SharedClock;
 pub enum Fetch {
     /// A new value (200).
     Updated,
-    /// Unchanged since the last good fetch (304); its fetch time moved.
+    /// Unchanged since the last good fetch (a 304, or the same value again); its fetch
+    /// time moved.
     Unchanged,
 }
 
@@ -131,12 +132,13 @@ impl HubClient {
         if answer.status == StatusCode::NOT_MODIFIED {
             let mut touched = false;
             self.state.send_if_modified(|s| {
-                if let Some(good) = s.last_good_recommendations.as_mut() {
-                    good.fetched_at = now;
-                    s.refresh(stale);
-                    touched = true;
-                }
-                touched
+                s.apply_fetch(now, stale, |s| {
+                    if let Some(good) = s.last_good_recommendations.as_mut() {
+                        good.fetched_at = now;
+                        touched = true;
+                    }
+                    false
+                })
             });
             return if touched {
                 Ok(Fetch::Unchanged)
@@ -145,32 +147,55 @@ impl HubClient {
             };
         }
         let list: RecommendationList = decode(endpoint, &answer.body)?;
-        self.state.send_modify(|s| {
-            s.last_good_recommendations = Some(LastGood {
-                value: Arc::new(list),
-                fetched_at: now,
-            });
-            s.etag = answer.etag;
-            s.refresh(stale);
+        let mut same = false;
+        self.state.send_if_modified(|s| {
+            s.apply_fetch(now, stale, |s| {
+                same = s
+                    .last_good_recommendations
+                    .as_ref()
+                    .is_some_and(|g| *g.value == list);
+                s.last_good_recommendations = Some(LastGood {
+                    value: Arc::new(list),
+                    fetched_at: now,
+                });
+                s.etag = answer.etag;
+                !same
+            })
         });
-        Ok(Fetch::Updated)
+        Ok(if same {
+            Fetch::Unchanged
+        } else {
+            Fetch::Updated
+        })
     }
 
-    /// `GET .../config`. An error leaves the state as it was.
+    /// `GET .../config`. An error leaves the state as it was; the same configuration
+    /// again only moves its fetch time.
     pub async fn fetch_config(&self) -> Result<Fetch, HubClientError> {
         let endpoint = HubEndpoint::Config;
         let answer = self.call(endpoint, Method::GET, None, None).await?;
         let config: ClusterConfig = decode(endpoint, &answer.body)?;
         let now = self.clock.now();
         let stale = self.cfg.stale_after;
-        self.state.send_modify(|s| {
-            s.last_good_config = Some(LastGood {
-                value: Arc::new(config),
-                fetched_at: now,
-            });
-            s.refresh(stale);
+        let mut same = false;
+        self.state.send_if_modified(|s| {
+            s.apply_fetch(now, stale, |s| {
+                same = s
+                    .last_good_config
+                    .as_ref()
+                    .is_some_and(|g| *g.value == config);
+                s.last_good_config = Some(LastGood {
+                    value: Arc::new(config),
+                    fetched_at: now,
+                });
+                !same
+            })
         });
-        Ok(Fetch::Updated)
+        Ok(if same {
+            Fetch::Unchanged
+        } else {
+            Fetch::Updated
+        })
     }
 
     /// `PUT .../inventory`, with retries.

@@ -37,6 +37,23 @@ impl HubState {
         self.fresh_until.is_some_and(|until| now < until)
     }
 
+    /// Applies what a fetch brought (`update` tells whether a value changed) and tells
+    /// whether subscribers must hear of it: a value changed, or the state turned fresh
+    /// (it was stale or not yet complete). A fetch that only moves a fetch time moves
+    /// `fresh_until` silently: readers that time staleness read it when they set their
+    /// timer, and nothing has to be decided again for it.
+    pub fn apply_fetch(
+        &mut self,
+        now: DateTime<Utc>,
+        stale_after: Duration,
+        update: impl FnOnce(&mut HubState) -> bool,
+    ) -> bool {
+        let was_fresh = self.is_fresh(now);
+        let changed = update(self);
+        self.refresh(stale_after);
+        changed || (!was_fresh && self.is_fresh(now))
+    }
+
     /// Computes `fresh_until` again.
     pub fn refresh(&mut self, stale_after: Duration) {
         let stale = chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);

@@ -324,7 +324,8 @@ impl Reconciler {
                 }
                 _ = tokio::time::sleep(sleep) => {
                     let now = self.ctx.clock.now();
-                    if stale_at.is_some_and(|t| t <= now) {
+                    // A fetch may have moved `fresh_until` since the timer was set.
+                    if stale_at.is_some_and(|t| t <= now) && !self.hub.borrow().is_fresh(now) {
                         dirty = self.all_keys();
                     }
                     dirty.extend(self.memory.take_due(now));

@@ -1,0 +1,65 @@
+//! e2e: a hub poll that brings nothing new (a 304 on the recommendations, the same
+//! configuration) marks no workload dirty: no decision runs again for it.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, Env, eventually, policy_spec};
+
+/// The sum of `kerf_agent_decisions_total` over every type and reason.
+fn decisions(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("kerf_agent_decisions_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+// portable
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-idle-poll").await?;
+    env.deployment("web", 1, "200m", "256Mi").await?;
+    env.wait_ready("web", 1).await?;
+    env.policy("p", policy_spec(&env.ns, "auto-patch", "rollout"))
+        .await?;
+    // Equal to the requests: skipped NoSignificantChange, reported once.
+    env.recommend(vec![env.recommendation("web", "200m", "256Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_phase("web", "Skipped").await?;
+    eventually("the skip reported", Duration::from_secs(20), || async {
+        let rsr = env.rsr("web").await.ok()??;
+        let reported = rsr["status"]["reported"].as_array()?;
+        (!reported.is_empty()).then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = decisions(&env.agent_metrics()?);
+    assert!(before >= 1.0, "the first pass decided: {before}");
+    let polls_before = env
+        .hub
+        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
+        .len();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let polls = env
+        .hub
+        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
+        .len()
+        - polls_before;
+    assert!(polls >= 4, "the hub was polled meanwhile: {polls} polls");
+    let after = decisions(&env.agent_metrics()?);
+    assert_eq!(
+        after,
+        before,
+        "{polls} idle polls ran {} decisions",
+        after - before
+    );
+
+    // A poll that does bring something new is decided.
+    env.recommend(vec![env.recommendation("web", "150m", "256Mi", "0.9")?]);
+    env.wait_phase("web", "Applied").await?;
+    assert!(decisions(&env.agent_metrics()?) > after);
+    env.stop_agent().await;
+    Ok(())
+}
