@@ -59,21 +59,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-config" (include "kerf-agent.fullname" .) }}
 {{- end }}
 
-{{/* Content of the clusterDefaults file: empty when no default is set. */}}
+{{/* Content of the clusterDefaults file: empty when no default is set. values.schema.json
+holds it to the RightsizingPolicy spec without selector and priority. */}}
 {{- define "kerf-agent.clusterDefaults" -}}
 {{- if .Values.clusterDefaults }}
-{{- if or (hasKey .Values.clusterDefaults "selector") (hasKey .Values.clusterDefaults "priority") }}
-{{- fail "clusterDefaults: selector and priority belong to a RightsizingPolicy, not to clusterDefaults" }}
-{{- end }}
 {{- toYaml .Values.clusterDefaults }}
 {{- end }}
 {{- end }}
 
-{{/* Content of the freeze.windows file: a YAML list. */}}
+{{/* Content of the freeze.windows file: a YAML list (at most 16, values.schema.json). */}}
 {{- define "kerf-agent.freezeWindows" -}}
-{{- if gt (len .Values.freeze.windows) 16 }}
-{{- fail "freeze.windows: at most 16 windows" }}
-{{- end }}
 {{- if .Values.freeze.windows }}
 {{- toYaml .Values.freeze.windows }}
 {{- else }}

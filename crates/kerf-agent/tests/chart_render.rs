@@ -1,10 +1,12 @@
 //! The chart rendered by `helm template`, fed to the agent: the Deployment's env and the
 //! ConfigMap's files go to `kerf-agent run --print-settings` as a pod would get them.
-//! Needs helm: `KERF_HELM` (set by .ci/run after `make chart-lint`) or `helm` on PATH;
-//! without one the checks are reported as not run.
+//! Needs helm: `KERF_HELM` (set by .ci/run after `make chart-lint`), `helm` on PATH or
+//! the one `make chart-lint` caches; without one the tests fail saying how to get it.
+
+mod chart_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde::Deserialize;
@@ -12,17 +14,9 @@ use serde_yaml::Value;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn helm() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("KERF_HELM").map(PathBuf::from) {
-        return p.exists().then_some(p);
-    }
-    let found = Command::new("helm").arg("version").output().ok()?;
-    found.status.success().then(|| PathBuf::from("helm"))
-}
-
 /// Every document of `helm template` with `args`.
 fn render(helm: &Path, args: &[&str]) -> Res<Vec<Value>> {
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kerf-agent");
+    let chart = chart_support::chart_dir();
     let out = Command::new(helm)
         .args(["template", "kerf-agent"])
         .arg(chart)
@@ -83,10 +77,7 @@ fn settings(docs: &[Value]) -> Res<serde_json::Value> {
 // rule: GR-25, AP-55, AP-57
 #[test]
 fn rendered_defaults_reach_the_agent() {
-    let Some(helm) = helm() else {
-        eprintln!("helm not found (KERF_HELM or PATH): rendered chart not checked");
-        return;
-    };
+    let helm = chart_support::helm();
     let docs = render(&helm, &[]).unwrap();
     let s = settings(&docs).unwrap();
     assert_eq!(s["tolerance"], 5000, "{s}");
@@ -105,10 +96,7 @@ fn rendered_defaults_reach_the_agent() {
 // rule: AP-40, AP-41, GR-37
 #[test]
 fn rendered_freeze_and_cluster_defaults_reach_the_agent() {
-    let Some(helm) = helm() else {
-        eprintln!("helm not found (KERF_HELM or PATH): rendered chart not checked");
-        return;
-    };
+    let helm = chart_support::helm();
     let docs = render(
         &helm,
         &[
