@@ -8,6 +8,7 @@ mod chart_support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -123,4 +124,111 @@ fn rendered_freeze_and_cluster_defaults_reach_the_agent() {
         "{s}"
     );
     assert!(kind(&docs, "Certificate").is_ok());
+}
+
+#[test]
+fn webhook_path_is_the_one_the_agent_serves() {
+    let docs = render(&chart_support::helm(), &[]).unwrap();
+    let hook = kind(&docs, "MutatingWebhookConfiguration").unwrap();
+    let service = &hook["webhooks"][0]["clientConfig"]["service"];
+    assert_eq!(
+        service["path"].as_str(),
+        Some(kerf_agent::webhook::MUTATE_PATH)
+    );
+    assert_eq!(service["name"].as_str(), Some("kerf-agent"));
+}
+
+/// The webhook Secret's `tls.crt`, `tls.key` and `ca.crt` (PEM), and the caBundle of the
+/// webhook configuration (PEM).
+fn webhook_tls(docs: &[Value]) -> Res<(String, String, String, String)> {
+    use base64::Engine as _;
+    let b64 = |v: &Value| -> Res<String> {
+        let text = v.as_str().ok_or("not a string")?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
+        Ok(String::from_utf8(bytes)?)
+    };
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == "kerf-agent-webhook-tls")
+        .ok_or("no webhook Secret")?;
+    let hook = kind(docs, "MutatingWebhookConfiguration")?;
+    Ok((
+        b64(&secret["data"]["tls.crt"])?,
+        b64(&secret["data"]["tls.key"])?,
+        b64(&secret["data"]["ca.crt"])?,
+        b64(&hook["webhooks"][0]["clientConfig"]["caBundle"])?,
+    ))
+}
+
+/// Verifies that `leaf` (PEM) chains to `ca` (PEM) and names the webhook Service.
+fn verify_serving_cert(leaf: &str, ca: &str) -> Res<()> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::client::danger::ServerCertVerifier as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca.as_bytes())?)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()?;
+    let leaf = CertificateDer::from_pem_slice(leaf.as_bytes())?;
+    let name = ServerName::try_from("kerf-agent.kerf-system.svc")?;
+    verifier.verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())?;
+    Ok(())
+}
+
+/// A CA of the user's: (certificate PEM, key PEM).
+fn user_ca() -> Res<(String, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "platform-ca");
+    let key = KeyPair::generate()?;
+    Ok((params.self_signed(&key)?.pem(), key.serialize_pem()))
+}
+
+#[test]
+fn a_supplied_ca_gives_the_same_ca_bundle_at_every_render() {
+    let helm = chart_support::helm();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_crt, ca_key) = user_ca().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
+    std::fs::write(dir.path().join("ca.key"), &ca_key).unwrap();
+    let files = format!(
+        "webhook.tls.ca.crt={},webhook.tls.ca.key={}",
+        dir.path().join("ca.crt").display(),
+        dir.path().join("ca.key").display()
+    );
+    let first = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
+    let second = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
+    // The caBundle is the user's CA, at every render (helm template, Argo CD, Flux).
+    assert_eq!(first.3, ca_crt);
+    assert_eq!(second.3, ca_crt);
+    assert_eq!(first.2, ca_crt, "the Secret's ca.crt");
+    // Each serving certificate chains to it and names the webhook Service.
+    verify_serving_cert(&first.0, &ca_crt).unwrap();
+    verify_serving_cert(&second.0, &ca_crt).unwrap();
+    assert!(first.1.contains("PRIVATE KEY"));
+    // Without one, every render outside an install makes a new CA.
+    let a = webhook_tls(&render(&helm, &[]).unwrap()).unwrap();
+    let b = webhook_tls(&render(&helm, &[]).unwrap()).unwrap();
+    assert_ne!(a.3, b.3);
+    verify_serving_cert(&a.0, &a.3).unwrap();
+}
+
+#[test]
+fn a_ca_without_its_key_is_refused() {
+    let helm = chart_support::helm();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_crt, _) = user_ca().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
+    let file = format!("webhook.tls.ca.crt={}", dir.path().join("ca.crt").display());
+    let err = render(&helm, &["--set-file", &file]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("webhook.tls.ca.key is required with webhook.tls.ca.crt"),
+        "{err}"
+    );
 }

@@ -63,6 +63,8 @@ fn an_unknown_key_is_refused_with_its_name() {
         &["'/hub'", "'URL' not allowed"],
     );
     assert_refused(&["--set", "tolerence=3"], &["'tolerence' not allowed"]);
+    // The agent serves /mutate only; the path is not a value.
+    assert_refused(&["--set", "webhook.path=/hook"], &["'path' not allowed"]);
     assert_refused(
         &["--set", "webhook.certManager.issuerRef.nme=my-issuer"],
         &["'/webhook/certManager/issuerRef'", "'nme' not allowed"],
