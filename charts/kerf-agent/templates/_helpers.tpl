@@ -75,3 +75,21 @@ holds it to the RightsizingPolicy spec without selector and priority. */}}
 {{- "[]" }}
 {{- end }}
 {{- end }}
+
+{{/* The TCP port of a URL: its explicit port, else 443 for https and 80 for http. */}}
+{{- define "kerf-agent.urlPort" -}}
+{{- $u := urlParse . }}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" }}
+{{- if $port }}{{ $port }}{{ else if eq $u.scheme "https" }}443{{ else }}80{{ end }}
+{{- end }}
+
+{{/* `to:` of an egress rule for a list of CIDRs; nothing (any address) when empty. */}}
+{{- define "kerf-agent.ipBlocks" -}}
+{{- if . -}}
+to:
+{{- range . }}
+  - ipBlock:
+      cidr: {{ . }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -162,9 +162,9 @@ fn webhook_tls(docs: &[Value]) -> Res<(String, String, String, String)> {
 
 /// Verifies that `leaf` (PEM) chains to `ca` (PEM) and names the webhook Service.
 fn verify_serving_cert(leaf: &str, ca: &str) -> Res<()> {
+    use rustls::client::danger::ServerCertVerifier as _;
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-    use rustls::client::danger::ServerCertVerifier as _;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_slice(ca.as_bytes())?)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -230,5 +230,120 @@ fn a_ca_without_its_key_is_refused() {
         err.to_string()
             .contains("webhook.tls.ca.key is required with webhook.tls.ca.crt"),
         "{err}"
+    );
+}
+
+/// Each rule of `rules` as its sorted `port/protocol` list and its `from`/`to` peers.
+fn rules_of(np: &Value, field: &str, peers: &str) -> Vec<(Vec<String>, Value)> {
+    let rules = np["spec"][field].as_sequence().cloned().unwrap_or_default();
+    rules
+        .iter()
+        .map(|r| {
+            let mut ports: Vec<String> = r["ports"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let port = p["port"].as_u64().unwrap_or_default();
+                    format!("{port}/{}", p["protocol"].as_str().unwrap_or_default())
+                })
+                .collect();
+            ports.sort();
+            (ports, r[peers].clone())
+        })
+        .collect()
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+#[test]
+fn network_policy_limits_egress_to_dns_the_api_server_and_the_hub() {
+    let helm = chart_support::helm();
+    let docs = render(&helm, &["--set", "hub.url=https://hub.example.com/kerf"]).unwrap();
+    let np = kind(&docs, "NetworkPolicy").unwrap();
+    assert_eq!(np["spec"]["policyTypes"], yaml("[Ingress, Egress]"));
+    let egress = rules_of(np, "egress", "to");
+    let ports: Vec<_> = egress.iter().map(|(p, _)| p.join(",")).collect();
+    assert_eq!(ports, ["53/TCP,53/UDP", "443/TCP,6443/TCP", "443/TCP"]);
+    // No addresses are known by default: any address, on those ports only.
+    assert!(egress.iter().all(|(_, to)| to.is_null()), "{egress:?}");
+
+    // The hub's port comes from its URL; the metrics endpoint gets its own rule; CIDRs
+    // narrow the addresses.
+    let docs = render(
+        &helm,
+        &[
+            "--set",
+            "hub.url=http://hub.example.com:8080",
+            "--set",
+            "health.metricsURL=http://prometheus.monitoring:9090",
+            "--set-json",
+            r#"networkPolicy.egress.hubCIDRs=["10.20.0.0/16"]"#,
+            "--set-json",
+            r#"networkPolicy.egress.apiServerCIDRs=["172.18.0.2/32"]"#,
+        ],
+    )
+    .unwrap();
+    let egress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "egress", "to");
+    let ports: Vec<_> = egress.iter().map(|(p, _)| p.join(",")).collect();
+    assert_eq!(
+        ports,
+        ["53/TCP,53/UDP", "443/TCP,6443/TCP", "8080/TCP", "9090/TCP"]
+    );
+    assert_eq!(egress[1].1, yaml("[{ipBlock: {cidr: 172.18.0.2/32}}]"));
+    assert_eq!(egress[2].1, yaml("[{ipBlock: {cidr: 10.20.0.0/16}}]"));
+    assert!(egress[3].1.is_null());
+
+    // Turned off, egress is not restricted at all.
+    let docs = render(&helm, &["--set", "networkPolicy.egress.enabled=false"]).unwrap();
+    let np = kind(&docs, "NetworkPolicy").unwrap();
+    assert_eq!(np["spec"]["policyTypes"], yaml("[Ingress]"));
+    assert!(np["spec"]["egress"].is_null());
+}
+
+#[test]
+fn network_policy_admits_the_webhook_from_anywhere_and_metrics_from_monitoring() {
+    let helm = chart_support::helm();
+    let docs = render(&helm, &[]).unwrap();
+    let ingress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "ingress", "from");
+    assert_eq!(ingress.len(), 2, "{ingress:?}");
+    assert_eq!(ingress[0].0, ["8443/TCP"]);
+    assert!(
+        ingress[0].1.is_null(),
+        "the API server's address is not known"
+    );
+    assert_eq!(ingress[1].0, ["8080/TCP"]);
+    assert_eq!(
+        ingress[1].1,
+        yaml(
+            "[{namespaceSelector: {matchExpressions: \
+             [{key: kubernetes.io/metadata.name, operator: In, values: [monitoring]}]}}]"
+        )
+    );
+
+    let docs = render(
+        &helm,
+        &[
+            "--set-json",
+            r#"networkPolicy.metricsNamespaces=["observability"]"#,
+            "--set-json",
+            r#"networkPolicy.metricsFrom=[{"podSelector":{"matchLabels":{"app":"vmagent"}}}]"#,
+            "--set-json",
+            r#"networkPolicy.webhookFrom=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]"#,
+        ],
+    )
+    .unwrap();
+    let ingress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "ingress", "from");
+    assert_eq!(ingress[0].1, yaml("[{ipBlock: {cidr: 10.0.0.0/24}}]"));
+    let from = &ingress[1].1;
+    assert_eq!(
+        from[0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        yaml("[observability]")
+    );
+    assert_eq!(
+        from[1],
+        yaml("{podSelector: {matchLabels: {app: vmagent}}}")
     );
 }
