@@ -220,7 +220,7 @@ fn closed(s: &Json) -> Json {
     Json::Object(out)
 }
 
-/// `$defs.clusterDefaults` and `$defs.window` as the policy CRD defines them.
+/// `definitions.clusterDefaults` and `definitions.window` as the policy CRD defines them.
 fn defs_from_crd() -> Res<(Json, Json)> {
     let root = chart_support::chart_dir().join("../..");
     let text = std::fs::read_to_string(root.join("config/crds/kerf.getkerf.dev.yaml"))?;
@@ -245,22 +245,22 @@ fn cluster_defaults_schema_follows_the_policy_crd() {
     let (defaults, window) = defs_from_crd().unwrap();
     let mut s = schema().unwrap();
     if std::env::var_os("KERF_BLESS_CHART_SCHEMA").is_some() {
-        s["$defs"]["clusterDefaults"] = defaults.clone();
-        s["$defs"]["window"] = window.clone();
+        s["definitions"]["clusterDefaults"] = defaults.clone();
+        s["definitions"]["window"] = window.clone();
         let path = chart_support::chart_dir().join("values.schema.json");
         let text = serde_json::to_string_pretty(&s).unwrap() + "\n";
         std::fs::write(path, text).unwrap();
     }
     let hint = "values.schema.json differs from the RightsizingPolicy CRD: \
                 run `KERF_BLESS_CHART_SCHEMA=1 cargo test -p kerf-agent --test chart_schema`";
-    assert!(s["$defs"]["clusterDefaults"] == defaults, "{hint}");
-    assert!(s["$defs"]["window"] == window, "{hint}");
+    assert!(s["definitions"]["clusterDefaults"] == defaults, "{hint}");
+    assert!(s["definitions"]["window"] == window, "{hint}");
     assert_eq!(
         s["properties"]["clusterDefaults"]["$ref"],
-        "#/$defs/clusterDefaults"
+        "#/definitions/clusterDefaults"
     );
     // The guardrails of the CRD are all there and closed.
-    let g = &s["$defs"]["clusterDefaults"]["properties"]["guardrails"];
+    let g = &s["definitions"]["clusterDefaults"]["properties"]["guardrails"];
     assert_eq!(g["additionalProperties"], false);
     assert!(g["properties"]["rollback"]["properties"]["oomKills"].is_object());
 }
