@@ -254,6 +254,7 @@ fn rules_of(np: &Value, field: &str, peers: &str) -> Vec<(Vec<String>, Value)> {
         .collect()
 }
 
+#[allow(clippy::unwrap_used)] // test helper: a bad literal fails the test
 fn yaml(text: &str) -> Value {
     serde_yaml::from_str(text).unwrap()
 }
