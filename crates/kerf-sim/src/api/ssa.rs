@@ -7,40 +7,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::Req;
-use super::fields::{self, FieldPath, FieldSet};
-use super::routes::Target;
-use crate::sim::SimContext;
+use super::target::Target;
+use crate::context::SimContext;
+use crate::store::fields::{self, FieldPath, FieldSet, value_at};
 use crate::store::{ApiError, format_time};
-
-/// The value at a field path, if present.
-pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
-    let mut cur = obj;
-    for e in path {
-        if let Some(f) = e.strip_prefix("f:") {
-            cur = cur.get(f)?;
-        } else if let Some(k) = e.strip_prefix("k:") {
-            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array()?.iter().find(|item| {
-                key.iter()
-                    .all(|(kk, kv)| item_field(item, kk) == Some(kv.clone()))
-            })?;
-        } else if let Some(v) = e.strip_prefix("v:") {
-            let v: Value = serde_json::from_str(v).ok()?;
-            cur = cur.as_array()?.iter().find(|x| **x == v)?;
-        } else {
-            return None;
-        }
-    }
-    Some(cur)
-}
-
-fn item_field(item: &Value, k: &str) -> Option<Value> {
-    match item.get(k) {
-        Some(v) => Some(v.clone()),
-        None if k == "protocol" => Some(json!("TCP")),
-        None => None,
-    }
-}
 
 /// Removes the node at a field path.
 pub fn remove_at(obj: &mut Value, path: &[String]) {
@@ -319,7 +289,7 @@ fn finish(
 ) -> Result<(u16, Value), ApiError> {
     let sub = t.sub.as_deref();
     if sub.is_none() {
-        super::defaults::apply(&t.gvr, &mut obj);
+        crate::store::defaults::apply(&t.gvr, &mut obj);
         // status is not applied through the main resource
         obj["status"] = current.get("status").cloned().unwrap_or(Value::Null);
         if obj["status"].is_null()
@@ -363,7 +333,7 @@ fn create(
         config["metadata"]["namespace"] = json!(t.namespace);
     }
     config["metadata"]["name"] = json!(t.name);
-    super::defaults::apply(&t.gvr, &mut config);
+    crate::store::defaults::apply(&t.gvr, &mut config);
     super::validation::validate_create(ctx, &t.gvr, &config)?;
     let entry = fields::entry(manager, "Apply", &config, None, now, applied);
     fields::set_managed(&mut config, vec![entry]);

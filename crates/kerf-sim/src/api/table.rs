@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Req;
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::Gvr;
 
 /// kubectl's human duration (`45s`, `3m12s`, `5h`, `2d3h`, `40d`).
