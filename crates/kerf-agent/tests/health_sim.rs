@@ -119,7 +119,7 @@ async fn roll_back<W: StatusWriter>(
         pods: &ps,
         hpas: &[],
         may_write: &always,
-        metrics: &kerf_agent::metrics::ExecutorMetrics::default(),
+        metrics: &kerf_agent::executor::metrics::ExecutorMetrics::default(),
         now: Utc::now(),
     };
     Ok(w.rollback(&ctx, status, breach, writer).await?)

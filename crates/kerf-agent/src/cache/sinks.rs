@@ -14,10 +14,10 @@ use tokio::task::JoinSet;
 use super::CacheSet;
 use super::cluster::{HpaInfo, NamespaceInfo, NodeInfo, PdbInfo};
 use super::kerf::{PolicyEntry, RsrEntry};
+use super::metrics::CacheMetrics;
 use super::pods::PodInfo;
 use super::types::{ChangeSet, Interner};
 use super::workloads::{ReplicaSetInfo, WorkloadInfo};
-use crate::metrics::CacheMetrics;
 
 /// How one watched kind lands in its index.
 struct Ops<W, T> {
