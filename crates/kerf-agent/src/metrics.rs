@@ -227,6 +227,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::metrics::{ActionLabels, ReasonLabel};
     use crate::hub::metrics::{EndpointLabel, RequestLabels};
     use crate::outbox::metrics::TypeLabel;
     use axum::body::Body;
