@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_api::RightsizingRecommendation;
 use kerf_sim::sim::{Sim, SimConfig};
-use kerf_testkit::TestCa;
+use kerf_testkit::{TestCa, eventually};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use prometheus_client::registry::Registry;
@@ -77,18 +77,18 @@ fn rsr(phase: &str) -> anyhow::Result<RightsizingRecommendation> {
 /// Waits for `n` pods of `web`; returns them as JSON by name.
 async fn pods(sim: &Sim, n: usize) -> anyhow::Result<Vec<Value>> {
     let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    for _ in 0..400 {
-        let list = api.list(&ListParams::default().labels("app=web")).await?;
-        if list.items.len() >= n {
-            return list
-                .items
-                .into_iter()
-                .map(|p| Ok(serde_json::to_value(p)?))
-                .collect();
+    let what = format!("{n} pods of web");
+    let items = eventually(&what, Duration::from_secs(10), || async {
+        match api.list(&ListParams::default().labels("app=web")).await {
+            Err(e) => Some(Err(e)),
+            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    anyhow::bail!("{n} pods of web never appeared")
+    })
+    .await??;
+    items
+        .into_iter()
+        .map(|p| Ok(serde_json::to_value(p)?))
+        .collect()
 }
 
 /// Records each ReplicaSet's Deployment in the index, as the agent's cache does.

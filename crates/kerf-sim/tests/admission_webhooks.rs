@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kerf_sim::admission::admit_pod_create;
 use kerf_sim::sim::{Sim, SimConfig};
-use kerf_testkit::TestCa;
+use kerf_testkit::{TestCa, eventually};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -120,20 +120,19 @@ fn replicaset(name: &str) -> anyhow::Result<ReplicaSet> {
 
 async fn pods_of(sim: &Sim, app: &str, n: usize) -> anyhow::Result<Vec<Value>> {
     let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    for _ in 0..200 {
-        let list = api
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await?;
-        if list.items.len() >= n {
-            return list
-                .items
-                .into_iter()
-                .map(|p| Ok(serde_json::to_value(p)?))
-                .collect();
+    let labels = format!("app={app}");
+    let what = format!("pods of {app}");
+    let items = eventually(&what, Duration::from_secs(5), || async {
+        match api.list(&ListParams::default().labels(&labels)).await {
+            Err(e) => Some(Err(e)),
+            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    anyhow::bail!("pods of {app} never appeared")
+    })
+    .await??;
+    items
+        .into_iter()
+        .map(|p| Ok(serde_json::to_value(p)?))
+        .collect()
 }
 
 fn bare_pod() -> Value {
