@@ -14,7 +14,6 @@ use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
 use kerf_api::{Resource, Strategy};
 use kerf_decide::health::BreachReason;
 use kerf_sim::kubelet::{Fault, inject, serve_control};
-use kerf_sim::sim::{Sim, SimConfig};
 use serde_json::json;
 
 /// A Prometheus process, killed when dropped.

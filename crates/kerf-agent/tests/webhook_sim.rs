@@ -9,11 +9,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_api::RightsizingRecommendation;
 use kerf_sim::sim::{Sim, SimConfig};
-use kerf_testkit::{TestCa, eventually};
+use kerf_testkit::TestCa;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use prometheus_client::registry::Registry;
@@ -76,19 +75,14 @@ fn rsr(phase: &str) -> anyhow::Result<RightsizingRecommendation> {
 
 /// Waits for `n` pods of `web`; returns them as JSON by name.
 async fn pods(sim: &Sim, n: usize) -> anyhow::Result<Vec<Value>> {
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    let what = format!("{n} pods of web");
-    let items = eventually(&what, Duration::from_secs(10), || async {
-        match api.list(&ListParams::default().labels("app=web")).await {
-            Err(e) => Some(Err(e)),
-            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
-        }
-    })
-    .await??;
-    items
-        .into_iter()
-        .map(|p| Ok(serde_json::to_value(p)?))
-        .collect()
+    kerf_testkit::pods(
+        &sim.client(),
+        "default",
+        "app=web",
+        n,
+        Duration::from_secs(10),
+    )
+    .await
 }
 
 /// Records each ReplicaSet's Deployment in the index, as the agent's cache does.

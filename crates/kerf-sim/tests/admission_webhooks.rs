@@ -13,12 +13,11 @@ use axum::routing::post;
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use kerf_sim::admission::admit_pod_create;
 use kerf_sim::sim::{Sim, SimConfig};
-use kerf_testkit::{TestCa, eventually};
+use kerf_testkit::TestCa;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 
@@ -119,20 +118,8 @@ fn replicaset(name: &str) -> anyhow::Result<ReplicaSet> {
 }
 
 async fn pods_of(sim: &Sim, app: &str, n: usize) -> anyhow::Result<Vec<Value>> {
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
     let labels = format!("app={app}");
-    let what = format!("pods of {app}");
-    let items = eventually(&what, Duration::from_secs(5), || async {
-        match api.list(&ListParams::default().labels(&labels)).await {
-            Err(e) => Some(Err(e)),
-            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
-        }
-    })
-    .await??;
-    items
-        .into_iter()
-        .map(|p| Ok(serde_json::to_value(p)?))
-        .collect()
+    kerf_testkit::pods(&sim.client(), "default", &labels, n, Duration::from_secs(5)).await
 }
 
 fn bare_pod() -> Value {

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::{RightsizingPolicy, RightsizingRecommendation};
 use kerf_sim::sim::{Sim, SimConfig};
@@ -71,6 +72,30 @@ where
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Waits up to `timeout` until at least `n` pods of namespace `ns` match the label
+/// selector `labels`; answers them as JSON. A failed list is an error at once.
+pub async fn pods(
+    client: &Client,
+    ns: &str,
+    labels: &str,
+    n: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("{n} pods of {labels} in {ns}");
+    let items = eventually(&what, timeout, || async {
+        match api.list(&ListParams::default().labels(labels)).await {
+            Err(e) => Some(Err(e)),
+            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
+        }
+    })
+    .await??;
+    items
+        .into_iter()
+        .map(|p| Ok(serde_json::to_value(p)?))
+        .collect()
 }
 
 /// Applies [`CRDS`] (an existing CRD is kept) and waits until RightsizingPolicies and
