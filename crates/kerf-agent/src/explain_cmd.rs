@@ -11,9 +11,9 @@ use kerf_decide::duration::format_go_duration;
 use kerf_decide::effective::{EffectivePolicy, Sourced};
 use kerf_decide::explain::Verdict;
 
+use crate::cache::metrics::CacheMetrics;
 use crate::cache::{CacheSet, WorkloadKey};
 use crate::hub::HubState;
-use crate::metrics::CacheMetrics;
 use crate::reconcile::facts;
 use crate::settings::Settings;
 

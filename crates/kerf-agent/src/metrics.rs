@@ -15,11 +15,13 @@ use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::cache::metrics::CacheMetrics;
+use crate::executor::metrics::ExecutorMetrics;
 use crate::hub::HubMetrics;
+use crate::lease::LeaderMetrics;
 use crate::outbox::OutboxMetrics;
 
 /// Prefix of every metric of the agent.
@@ -34,34 +36,11 @@ pub struct TypeReason {
     pub reason: String,
 }
 
-/// Labels of an action: what was done and how it ended.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ActionLabels {
-    /// `resize`, `apply`, `evict`, `hpa_patch`, `release`, `rollback`.
-    pub action: String,
-    /// `ok` or an error category.
-    pub result: String,
-}
-
-/// Labels of a rollback.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    /// Contract reason (`OOMKills`, `Restarts`, `Throttling`).
-    pub reason: String,
-}
-
 /// Labels of an outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// `ok` or an error category.
     pub result: String,
-}
-
-/// Labels of a refused API call.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabel {
-    /// The API resource (`pods/resize`, `deployments`, ...).
-    pub resource: String,
 }
 
 /// Reconciler and decision metrics.
@@ -73,86 +52,6 @@ pub struct ReconcileMetrics {
     pub duration: Family<ResultLabel, Histogram>,
 }
 
-/// Executor and health watch metrics.
-#[derive(Clone, Debug, Default)]
-pub struct ExecutorMetrics {
-    /// `kerf_agent_actions_total{action, result}`.
-    pub actions: Family<ActionLabels, Counter>,
-    /// `kerf_agent_rollbacks_total{reason}`.
-    pub rollbacks: Family<ReasonLabel, Counter>,
-    /// `kerf_agent_permission_denied_total{resource}`: RBAC refusals (design D17).
-    pub permission_denied: Family<ResourceLabel, Counter>,
-}
-
-/// An error of an actuating call: a bounded category for the `result` label, and its
-/// message (an RBAC denial names the missing permission there).
-pub trait ActionError: std::fmt::Display {
-    /// A short, bounded name (`forbidden`, `conflict`, ...).
-    fn category(&self) -> &'static str;
-}
-
-impl ActionError for crate::executor::resize::ResizeError {
-    fn category(&self) -> &'static str {
-        crate::executor::resize::ResizeError::category(self)
-    }
-}
-
-impl ActionError for crate::executor::rollout::ApplyError {
-    fn category(&self) -> &'static str {
-        crate::executor::rollout::ApplyError::category(self)
-    }
-}
-
-impl ActionError for crate::executor::hpa::HpaError {
-    fn category(&self) -> &'static str {
-        crate::executor::hpa::HpaError::category(self)
-    }
-}
-
-impl ActionError for crate::executor::ondelete::EvictError {
-    fn category(&self) -> &'static str {
-        crate::executor::ondelete::EvictError::category(self)
-    }
-}
-
-impl ExecutorMetrics {
-    /// Counts one actuating call (`actions_total{action, result}`). A refusal by RBAC also
-    /// counts under `permission_denied_total{resource}` and logs the permission to grant
-    /// (design D17).
-    pub fn observe<T, E: ActionError>(&self, action: &str, res: &Result<T, E>) {
-        let result = match res {
-            Ok(_) => "ok",
-            Err(e) => e.category(),
-        };
-        self.actions
-            .get_or_create(&ActionLabels {
-                action: action.to_owned(),
-                result: result.to_owned(),
-            })
-            .inc();
-        let Err(e) = res else {
-            return;
-        };
-        let message = e.to_string();
-        if let Some(p) = crate::executor::error::missing_permission(&message) {
-            self.permission_denied
-                .get_or_create(&ResourceLabel {
-                    resource: p.resource.clone(),
-                })
-                .inc();
-            tracing::error!(
-                action,
-                user = %p.user,
-                verb = %p.verb,
-                resource = %p.resource,
-                api_group = %p.group,
-                namespace = p.namespace.as_deref().unwrap_or("(cluster scope)"),
-                "RBAC refused an actuating call: grant this permission to the agent's ServiceAccount"
-            );
-        }
-    }
-}
-
 /// Webhook metrics.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
@@ -160,24 +59,6 @@ pub struct WebhookMetrics {
     pub requests: Family<ResultLabel, Counter>,
     /// `kerf_agent_webhook_request_duration_seconds`.
     pub duration: Histogram,
-}
-
-/// Cache metrics.
-#[derive(Clone, Debug, Default)]
-pub struct CacheMetrics {
-    /// `kerf_agent_watches_active`: watch loops running.
-    pub watches_active: Gauge,
-    /// `kerf_agent_watch_errors_total`: watch failures (each is retried).
-    pub watch_errors: Counter,
-}
-
-/// Leader election metrics.
-#[derive(Clone, Debug, Default)]
-pub struct LeaderMetrics {
-    /// `kerf_agent_leader`: 1 while this replica holds the Lease.
-    pub leader: Gauge,
-    /// `kerf_agent_leader_transitions_total`: times this replica gained or lost the Lease.
-    pub transitions: Counter,
 }
 
 /// Every metric of the agent and the registry they are in.
@@ -207,89 +88,64 @@ impl Default for Metrics {
     }
 }
 
-impl Metrics {
-    /// Declares every metric in a fresh registry.
-    pub fn new() -> Metrics {
-        let mut root = Registry::with_prefix(PREFIX);
-        let outbox = OutboxMetrics::register(&mut root);
-
-        let reconcile = ReconcileMetrics {
+impl ReconcileMetrics {
+    /// Registers the metrics in `registry` (the agent's `kerf_agent` registry).
+    pub fn register(registry: &mut Registry) -> ReconcileMetrics {
+        let m = ReconcileMetrics {
             decisions: Family::default(),
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
         };
-        root.register(
+        registry.register(
             "decisions",
             "Decisions by event type and reason",
-            reconcile.decisions.clone(),
+            m.decisions.clone(),
         );
-        let r = root.sub_registry_with_prefix("reconcile");
-        r.register(
+        registry.sub_registry_with_prefix("reconcile").register(
             "duration_seconds",
             "Time of one reconcile of a workload",
-            reconcile.duration.clone(),
+            m.duration.clone(),
         );
+        m
+    }
+}
 
-        let executor = ExecutorMetrics::default();
-        root.register(
-            "actions",
-            "Actuating API calls by action and result",
-            executor.actions.clone(),
-        );
-        root.register(
-            "rollbacks",
-            "Rollbacks by reason",
-            executor.rollbacks.clone(),
-        );
-        root.register(
-            "permission_denied",
-            "API calls refused by RBAC, by resource",
-            executor.permission_denied.clone(),
-        );
-
-        let webhook = WebhookMetrics {
+impl WebhookMetrics {
+    /// Registers the metrics under `webhook_` in `registry` (the agent's `kerf_agent`
+    /// registry).
+    pub fn register(registry: &mut Registry) -> WebhookMetrics {
+        let m = WebhookMetrics {
             requests: Family::default(),
             duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
         };
-        let r = root.sub_registry_with_prefix("webhook");
+        let r = registry.sub_registry_with_prefix("webhook");
         r.register(
             "requests",
             "Admission requests by result",
-            webhook.requests.clone(),
+            m.requests.clone(),
         );
         r.register(
             "request_duration_seconds",
             "Time to answer an admission request",
-            webhook.duration.clone(),
+            m.duration.clone(),
         );
+        m
+    }
+}
 
+impl Metrics {
+    /// Declares every metric in a fresh registry: each component registers its own, in
+    /// the order `/metrics` lists them.
+    pub fn new() -> Metrics {
+        let mut root = Registry::with_prefix(PREFIX);
+        let outbox = OutboxMetrics::register(&mut root);
+        let reconcile = ReconcileMetrics::register(&mut root);
+        let executor = ExecutorMetrics::register(&mut root);
+        let webhook = WebhookMetrics::register(&mut root);
         let hub = HubMetrics::register(&mut root);
-
-        let cache = CacheMetrics::default();
-        root.register(
-            "watches_active",
-            "Watch loops running",
-            cache.watches_active.clone(),
-        );
-        root.register(
-            "watch_errors",
-            "Watch failures, each retried with backoff",
-            cache.watch_errors.clone(),
-        );
-
-        let leader = LeaderMetrics::default();
-        root.register(
-            "leader",
-            "1 while this replica holds the Lease",
-            leader.leader.clone(),
-        );
-        root.register(
-            "leader_transitions",
-            "Times this replica gained or lost the Lease",
-            leader.transitions.clone(),
-        );
-
+        let cache = CacheMetrics::register(&mut root);
+        let leader = LeaderMetrics::register(&mut root);
         Metrics {
             registry: Arc::new(root),
             outbox,
@@ -371,6 +227,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::metrics::{ActionLabels, ReasonLabel};
     use crate::hub::metrics::{EndpointLabel, RequestLabels};
     use crate::outbox::metrics::TypeLabel;
     use axum::body::Body;

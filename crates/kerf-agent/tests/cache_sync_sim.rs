@@ -1,59 +1,24 @@
 //! The agent's slim caches fed by real watches: kerf-sim runs in-process, the CRDs are
 //! applied through its API, and `CacheSet::start` lists and watches every kind over HTTPS.
 
-use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_agent::cache::metrics::CacheMetrics;
 use kerf_agent::cache::{CacheSet, Change, WorkloadKey};
-use kerf_agent::metrics::CacheMetrics;
 use kerf_api::{Mode, RightsizingPolicy, WorkloadKind};
 use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kerf_testkit::{apply_crds, eventually};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Api, Client};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
 const WAIT: Duration = Duration::from_secs(15);
 const NS: &str = "shop";
-
-/// Polls `check` every 50 ms until it gives a value, for [`WAIT`] at most.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Applies `config/crds/kerf.getkerf.dev.yaml` and waits until the policies are served.
-async fn apply_crds(client: &Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for doc in serde_yaml::Deserializer::from_str(CRDS) {
-        let crd = CustomResourceDefinition::deserialize(doc)?;
-        crds.create(&PostParams::default(), &crd).await?;
-    }
-    let policies = policy_api(client);
-    eventually("the RightsizingPolicy CRD to be served", || async {
-        policies.list(&ListParams::default()).await.ok().map(|_| ())
-    })
-    .await
-}
 
 fn policy_api(client: &Client) -> Api<DynamicObject> {
     Api::all_with(
@@ -148,7 +113,7 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
 
     // The workload and its pods, found through the ReplicaSet the Deployment owns.
     let key = WorkloadKey::new(NS, WorkloadKind::Deployment, "web");
-    let pods = eventually("both pods of web", || async {
+    let pods = eventually("both pods of web", WAIT, || async {
         Some(cache.pods_of(&key)).filter(|p| p.len() == 2 && p.iter().all(|p| p.ready))
     })
     .await
@@ -192,7 +157,7 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
         Some("4")
     );
     assert!(!plain.swap);
-    eventually("sim-node-2 to report swap", || async {
+    eventually("sim-node-2 to report swap", WAIT, || async {
         cache.node("sim-node-2").filter(|n| n.swap).map(|_| ())
     })
     .await

@@ -10,9 +10,8 @@ mod executor_plans {
         refusal_details,
     };
     use kerf_agent::executor::release::{owned_fields, plan_release};
-    use kerf_agent::executor::rollout::{
-        RolloutState, TemplateContainers, apply_body, rollout_state,
-    };
+    use kerf_agent::executor::rollout::{RolloutState, rollout_state};
+    use kerf_agent::executor::template::{TemplateContainers, apply_body};
     use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
     use kube::api::DynamicObject;
     use serde_json::{Value, json};

@@ -15,17 +15,13 @@ mod executor_sim {
     use kerf_agent::executor::rollout::{apply_template, release};
     use kerf_agent::executor::{ContainerResources, WorkloadId};
     use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
-    use kerf_sim::sim::{Sim, SimConfig};
+    use kerf_sim::sim::Sim;
     use kube::Api;
     use kube::api::PostParams;
     use serde_json::{Value, json};
 
     async fn start() -> anyhow::Result<Sim> {
-        Sim::start(SimConfig {
-            kubelet_ready_delay: Duration::from_millis(50),
-            ..SimConfig::default()
-        })
-        .await
+        kerf_testkit::sim().await
     }
 
     fn values(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {

@@ -14,7 +14,6 @@ use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
 use kerf_api::{Resource, Strategy};
 use kerf_decide::health::BreachReason;
 use kerf_sim::kubelet::{Fault, inject, serve_control};
-use kerf_sim::sim::{Sim, SimConfig};
 use serde_json::json;
 
 /// A Prometheus process, killed when dropped.
@@ -88,11 +87,7 @@ async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Res
         println!("note: no prometheus binary on PATH; RB-13 against a real Prometheus skipped");
         return Ok(());
     };
-    let sim = Sim::start(SimConfig {
-        kubelet_ready_delay: StdDuration::from_millis(50),
-        ..SimConfig::default()
-    })
-    .await?;
+    let sim = kerf_testkit::sim().await?;
     let client = sim.client();
     let control = serve_control(sim.context(), "127.0.0.1:0".parse()?).await?;
     let prom = start_prometheus(&bin, &control.to_string()).await?;

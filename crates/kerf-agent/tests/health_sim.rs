@@ -29,12 +29,11 @@ use serde_json::json;
 
 async fn start(clock: Clock) -> anyhow::Result<Sim> {
     let sim = Sim::start(SimConfig {
-        kubelet_ready_delay: StdDuration::from_millis(50),
         clock,
-        ..SimConfig::default()
+        ..kerf_testkit::sim_config()
     })
     .await?;
-    apply_crds(&sim.client()).await?;
+    kerf_testkit::apply_crds(&sim.client()).await?;
     Ok(sim)
 }
 
@@ -119,7 +118,7 @@ async fn roll_back<W: StatusWriter>(
         pods: &ps,
         hpas: &[],
         may_write: &always,
-        metrics: &kerf_agent::metrics::ExecutorMetrics::default(),
+        metrics: &kerf_agent::executor::metrics::ExecutorMetrics::default(),
         now: Utc::now(),
     };
     Ok(w.rollback(&ctx, status, breach, writer).await?)

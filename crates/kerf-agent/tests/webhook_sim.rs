@@ -9,32 +9,23 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_api::RightsizingRecommendation;
 use kerf_sim::sim::{Sim, SimConfig};
+use kerf_testkit::TestCa;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use prometheus_client::registry::Registry;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
 use serde_json::{Value, json};
 
 /// Writes a CA-signed serving certificate for 127.0.0.1 into `dir`; returns the CA PEM.
 fn write_certs(dir: &std::path::Path) -> anyhow::Result<String> {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate()?;
-    let ca = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::from_params(&ca_params, &ca_key);
-    let mut params = CertificateParams::new(vec!["kerf-agent-webhook.kerf.svc".to_owned()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    std::fs::write(dir.join("tls.crt"), cert.pem())?;
-    std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
-    Ok(ca.pem())
+    let ca = TestCa::new()?;
+    let name = "kerf-agent-webhook.kerf.svc";
+    let leaf = ca.leaf(name, name)?;
+    std::fs::write(dir.join("tls.crt"), leaf.cert_pem)?;
+    std::fs::write(dir.join("tls.key"), leaf.key_pem)?;
+    Ok(ca.pem().to_owned())
 }
 
 fn webhook_config(url: &str, ca_pem: &str) -> anyhow::Result<MutatingWebhookConfiguration> {
@@ -84,19 +75,14 @@ fn rsr(phase: &str) -> anyhow::Result<RightsizingRecommendation> {
 
 /// Waits for `n` pods of `web`; returns them as JSON by name.
 async fn pods(sim: &Sim, n: usize) -> anyhow::Result<Vec<Value>> {
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    for _ in 0..400 {
-        let list = api.list(&ListParams::default().labels("app=web")).await?;
-        if list.items.len() >= n {
-            return list
-                .items
-                .into_iter()
-                .map(|p| Ok(serde_json::to_value(p)?))
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    anyhow::bail!("{n} pods of web never appeared")
+    kerf_testkit::pods(
+        &sim.client(),
+        "default",
+        "app=web",
+        n,
+        Duration::from_secs(10),
+    )
+    .await
 }
 
 /// Records each ReplicaSet's Deployment in the index, as the agent's cache does.

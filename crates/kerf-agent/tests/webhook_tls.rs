@@ -10,47 +10,29 @@ use anyhow::Context as _;
 use axum::body::Body;
 use hyper_util::rt::TokioIo;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
+use kerf_testkit::TestCa;
 use prometheus_client::registry::Registry;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
-/// A test CA that signs serving certificates.
-struct Ca {
-    params: CertificateParams,
-    key: KeyPair,
-    pem: String,
-}
+/// A test CA that signs serving certificates, and clients that trust it.
+struct Ca(TestCa);
 
 impl Ca {
     fn new() -> anyhow::Result<Ca> {
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "webhook-test-ca");
-        let key = KeyPair::generate()?;
-        let pem = params.self_signed(&key)?.pem();
-        Ok(Ca { params, key, pem })
+        Ok(Ca(TestCa::new()?))
     }
 
     /// A serving certificate for `localhost` and 127.0.0.1: (cert PEM, key PEM, cert DER).
     fn leaf(&self, cn: &str) -> anyhow::Result<(String, String, Vec<u8>)> {
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress([127, 0, 0, 1].into()));
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate()?;
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok((cert.pem(), key.serialize_pem(), cert.der().to_vec()))
+        let leaf = self.0.leaf("localhost", cn)?;
+        Ok((leaf.cert_pem, leaf.key_pem, leaf.cert_der))
     }
 
     fn client(&self) -> anyhow::Result<tokio_rustls::TlsConnector> {
         use rustls::pki_types::pem::PemObject as _;
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_slice(self.pem.as_bytes())?)?;
+        roots.add(CertificateDer::from_pem_slice(self.0.pem().as_bytes())?)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?

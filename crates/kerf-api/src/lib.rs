@@ -5,6 +5,7 @@
 pub mod condition;
 pub mod duration;
 pub mod event;
+pub mod event_type;
 pub mod hub;
 pub mod policy;
 pub mod quantity;

@@ -6,7 +6,7 @@
 //! conditions and in metric labels. Adding a reason is a contract change: add the constant
 //! here and a row to the contract's reason table (a test checks both ways).
 
-use crate::event::EventType;
+use crate::event_type::EventType;
 
 // ---------------------------------------------------------------------------------------
 // API group, annotations, labels, field managers

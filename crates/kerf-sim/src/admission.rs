@@ -5,17 +5,17 @@
 //! whose namespaceSelector and objectSelector match, an AdmissionReview v1 is POSTed over
 //! HTTPS, verifying the server certificate against the webhook's `caBundle` only. The target
 //! is `clientConfig.url`, or for `clientConfig.service` the address routed with
-//! [`crate::controllers::SimState::route_webhook_service`] (the certificate is checked for
+//! [`crate::context::SimState::route_webhook_service`] (the certificate is checked for
 //! `<name>.<namespace>.svc`), else the `kerf-sim/url` annotation of the Service object when
 //! the store serves Services. `timeoutSeconds` (default 10) bounds the call. A failed call
 //! with `failurePolicy: Fail` (the default) refuses the pod with a 500 naming the webhook,
 //! as the real server does; with `Ignore` the pod goes on unchanged. `allowed: false`
 //! refuses it (the webhook's code, default 403). A returned base64 JSONPatch is applied.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+pub mod webhook_routes;
+
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -25,35 +25,12 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 
+use crate::context::SimContext;
 use crate::controllers::common::{name, namespace, selector_matches};
-use crate::sim::SimContext;
 use crate::store::{ApiError, gvr};
 
 /// The annotation of a Service naming the URL its webhook is reached at.
 pub const SERVICE_URL_ANNOTATION: &str = "kerf-sim/url";
-
-/// Addresses of webhook Services (`namespace/name` -> socket address).
-#[derive(Clone, Debug, Default)]
-pub struct WebhookRoutes {
-    inner: Arc<Mutex<HashMap<String, SocketAddr>>>,
-}
-
-impl WebhookRoutes {
-    pub(crate) fn set(&self, namespace: &str, name: &str, addr: SocketAddr) {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(format!("{namespace}/{name}"), addr);
-    }
-
-    fn get(&self, namespace: &str, name: &str) -> Option<SocketAddr> {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&format!("{namespace}/{name}"))
-            .copied()
-    }
-}
 
 /// Why a webhook call failed.
 #[derive(Debug, thiserror::Error)]

@@ -3,10 +3,8 @@
 
 pub mod audit;
 pub mod crd_schema;
-pub mod defaults;
 pub mod discovery;
 pub mod eviction;
-pub mod fields;
 pub mod kubeconfig;
 pub mod list;
 pub mod patch;
@@ -17,9 +15,14 @@ pub mod selectors;
 pub mod server;
 pub mod ssa;
 pub mod table;
+pub mod target;
 pub mod tls;
 pub mod validation;
 pub mod watch;
+
+/// Defaulting lives below the store (every write is defaulted); named here too, where the
+/// API server's callers look for it.
+pub use crate::store::defaults;
 
 use std::collections::HashMap;
 

@@ -19,26 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::store::{Gvr, StoreEvent, gvr};
 
-pub(crate) type Ctx = crate::sim::SimContext;
-
-/// Run-time state of the simulated node agents and admission, shared through
-/// [`crate::sim::SimContext`]: the kubelet's bookkeeping (start times, counters, injected
-/// throttling) and the addresses of webhook Services.
-#[derive(Clone, Debug, Default)]
-pub struct SimState {
-    pub(crate) kubelet: crate::kubelet::KubeletState,
-    pub(crate) webhooks: crate::admission::WebhookRoutes,
-    /// RBAC and ResourceQuota refusals of `pods/resize`.
-    pub resize: crate::api::resize::faults::ResizeFaults,
-}
-
-impl SimState {
-    /// Routes calls to the webhook Service `namespace/name` to `addr` (TLS is still verified
-    /// against the configuration's caBundle, for the name `<name>.<namespace>.svc`).
-    pub fn route_webhook_service(&self, namespace: &str, name: &str, addr: std::net::SocketAddr) {
-        self.webhooks.set(namespace, name, addr);
-    }
-}
+pub(crate) type Ctx = crate::context::SimContext;
 
 /// The field manager of the controllers' writes.
 pub const MANAGER: &str = "kube-controller-manager";

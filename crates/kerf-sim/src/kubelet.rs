@@ -15,15 +15,15 @@ pub mod control_client;
 pub mod faults;
 pub mod resources;
 pub mod scheduler;
+pub mod state;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::context::SimContext;
 use crate::controllers::common::{int_at, name, pod_terminal, terminating, uid};
-use crate::sim::SimContext;
 use crate::store::gvr;
 use actuation::ResizeDecision;
 use resources::{pod_allocated, pod_spec_requests};
@@ -37,28 +37,6 @@ pub const MANAGER: &str = "kubelet";
 
 /// The label the kubelet puts on nodes with swap.
 pub const SWAP_LABEL: &str = "kerf-sim/swap";
-
-/// The kubelet's bookkeeping, shared through [`crate::controllers::SimState`].
-#[derive(Clone, Debug, Default)]
-pub struct KubeletState {
-    inner: Arc<Mutex<Inner>>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// Pod uid -> when the kubelet first saw it bound.
-    bound_at: HashMap<String, DateTime<Utc>>,
-    /// Pod uid -> (generation, when actuation started).
-    resizing: HashMap<String, (i64, DateTime<Utc>)>,
-    counters: cadvisor::Counters,
-    next_ip: u32,
-}
-
-impl KubeletState {
-    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
 
 /// The cAdvisor counters of one node (or all) in Prometheus text format, advanced to now.
 /// Served on the control listener at `/metrics/cadvisor` and on the API server's node proxy
@@ -108,7 +86,7 @@ pub fn reconcile(ctx: &SimContext) {
 /// `kerf-sim/swap: "true"` (by hand or by the kubelet) or reporting a positive
 /// `status.nodeInfo.swap.capacity`. The one place that decides it: the kubelet's resize
 /// decisions, the label and the reported capacity all follow it.
-pub fn is_swap_node(config: &crate::sim::SimConfig, node: &Value) -> bool {
+pub fn is_swap_node(config: &crate::context::SimConfig, node: &Value) -> bool {
     config.swap_nodes.iter().any(|n| n == name(node))
         || node
             .pointer("/metadata/labels")

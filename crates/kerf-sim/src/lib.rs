@@ -4,8 +4,10 @@
 pub mod admission;
 pub mod api;
 pub mod clock;
+pub mod context;
 pub mod controllers;
 pub mod hub;
 pub mod kubelet;
+pub mod quantity;
 pub mod sim;
 pub mod store;

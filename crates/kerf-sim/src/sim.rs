@@ -2,7 +2,6 @@
 //! server, the controllers and the kubelet, and [`Sim`], which starts them all.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -11,82 +10,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::clock::Clock;
-use crate::store::{Store, gvr};
-
-/// How to build a simulated cluster.
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    /// Number of nodes (`sim-node-1` ..).
-    pub nodes: usize,
-    /// Allocatable CPU of each node.
-    pub node_cpu: String,
-    /// Allocatable memory of each node.
-    pub node_memory: String,
-    /// Kubernetes minor version served (33..=36).
-    pub kubernetes_minor: u32,
-    /// How long the kubelet takes to make a pod Ready.
-    pub kubelet_ready_delay: Duration,
-    /// Names of the nodes with swap enabled.
-    pub swap_nodes: Vec<String>,
-    /// Maximum pods per node.
-    pub node_max_pods: u32,
-    /// Where to write the kubeconfig (None: a temporary directory).
-    pub kubeconfig_path: Option<PathBuf>,
-    /// Port to listen on (0: any free port).
-    pub port: u16,
-    /// The clock the controllers and the kubelet use.
-    pub clock: Clock,
-    /// Whether to start the controllers and the kubelet.
-    pub run_controllers: bool,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            nodes: 3,
-            node_cpu: "4".into(),
-            node_memory: "16Gi".into(),
-            kubernetes_minor: 36,
-            kubelet_ready_delay: Duration::from_millis(200),
-            swap_nodes: Vec::new(),
-            node_max_pods: 110,
-            kubeconfig_path: None,
-            port: 0,
-            clock: Clock::default(),
-            run_controllers: true,
-        }
-    }
-}
-
-/// What the API server, the controllers and the kubelet share.
-#[derive(Clone)]
-pub struct SimContext {
-    /// The object store.
-    pub store: Store,
-    /// The configuration the cluster was started with.
-    pub config: SimConfig,
-    /// The simulated clock.
-    pub clock: Clock,
-    /// Run-time state of the kubelet and admission (injected faults, counters, webhook routes).
-    pub state: crate::controllers::SimState,
-    /// Every request the API server answered (see [`crate::api::audit`]).
-    pub audit: crate::api::audit::Audit,
-}
-
-impl SimContext {
-    /// A context over a fresh store.
-    pub fn new(config: SimConfig) -> SimContext {
-        let clock = config.clock.clone();
-        SimContext {
-            store: Store::new(),
-            config,
-            clock,
-            state: Default::default(),
-            audit: Default::default(),
-        }
-    }
-}
+pub use crate::context::{SimConfig, SimContext};
+use crate::store::gvr;
 
 /// A running simulated cluster: API server on `127.0.0.1`, controllers and kubelet. Stops
 /// when dropped.

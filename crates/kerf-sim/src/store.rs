@@ -5,7 +5,9 @@
 //! Each object version is kept once, as JSON text ([`StoredObject`]), shared by the store,
 //! the history and the broadcast; readers that change objects get parsed copies.
 
+pub mod defaults;
 mod error;
+pub mod fields;
 mod gc;
 pub mod gvr;
 mod history;
@@ -13,91 +15,19 @@ mod list;
 mod object;
 mod stored;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::api::fields;
-pub use error::ApiError;
+pub use error::{ApiError, Cause};
+pub use gvr::Gvr;
 use history::History;
 pub use list::{Page, PageQuery};
 use object::{merge_for_write, prepare_create, same_content};
 pub use stored::StoredObject;
-
-/// A group/version/resource with its kind and scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Gvr {
-    /// API group, "" for the core group.
-    pub group: &'static str,
-    /// API version.
-    pub version: &'static str,
-    /// Plural resource name.
-    pub resource: &'static str,
-    /// Kind.
-    pub kind: &'static str,
-    /// Whether objects live in namespaces.
-    pub namespaced: bool,
-}
-
-impl Gvr {
-    /// The resource key used in events and errors: `pods`, `deployments.apps`.
-    pub fn key(&self) -> String {
-        if self.group.is_empty() {
-            self.resource.to_string()
-        } else {
-            format!("{}.{}", self.resource, self.group)
-        }
-    }
-
-    /// `v1` or `apps/v1`.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// Whether objects of this kind carry `metadata.generation`.
-    pub fn has_generation(&self) -> bool {
-        !matches!(
-            self.resource,
-            "configmaps" | "secrets" | "namespaces" | "nodes" | "events" | "leases"
-        )
-    }
-
-    /// A Gvr for a kind defined at run time (a CRD); the strings are interned.
-    pub fn dynamic(
-        group: &str,
-        version: &str,
-        resource: &str,
-        kind: &str,
-        namespaced: bool,
-    ) -> Gvr {
-        Gvr {
-            group: intern(group),
-            version: intern(version),
-            resource: intern(resource),
-            kind: intern(kind),
-            namespaced,
-        }
-    }
-}
-
-fn intern(s: &str) -> &'static str {
-    static POOL: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let pool = pool.get_or_insert_with(HashSet::new);
-    if let Some(v) = pool.get(s) {
-        return v;
-    }
-    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
-    pool.insert(leaked);
-    leaked
-}
 
 /// The type of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,7 +200,7 @@ impl Store {
         let now = format_time(self.now());
         let mut inner = self.lock();
         prepare_create(gvr, &mut obj, &now)?;
-        crate::api::defaults::apply(gvr, &mut obj);
+        defaults::apply(gvr, &mut obj);
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         let ns = if gvr.namespaced {
             meta_str(&obj, "namespace").map(str::to_string)
@@ -345,7 +275,7 @@ impl Store {
             return Err(ApiError::conflict(gvr, &name));
         }
         if subresource != Some("status") {
-            crate::api::defaults::apply(gvr, &mut obj);
+            defaults::apply(gvr, &mut obj);
         }
         let given_fields = obj.pointer("/metadata/managedFields").cloned();
         merge_for_write(gvr, &old, &mut obj, subresource);

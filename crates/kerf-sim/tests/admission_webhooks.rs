@@ -13,12 +13,11 @@ use axum::routing::post;
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use kerf_sim::admission::admit_pod_create;
 use kerf_sim::sim::{Sim, SimConfig};
+use kerf_testkit::TestCa;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use kube::api::PostParams;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 
@@ -54,19 +53,10 @@ async fn review(
 
 async fn start_hook(allow: bool) -> anyhow::Result<Hook> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate()?;
-    let ca = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::from_params(&ca_params, &ca_key);
-    let mut params = CertificateParams::new(vec!["hook.webhooks.svc".to_string()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    let chain = vec![CertificateDer::from(cert.der().to_vec())];
-    let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let ca = TestCa::new()?;
+    let leaf = ca.leaf("hook.webhooks.svc", "hook.webhooks.svc")?;
+    let chain = vec![CertificateDer::from(leaf.cert_der)];
+    let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der));
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(chain, key_der)?;
@@ -92,7 +82,7 @@ async fn start_hook(allow: bool) -> anyhow::Result<Hook> {
         }
     });
     Ok(Hook {
-        ca_pem: ca.pem(),
+        ca_pem: ca.pem().to_owned(),
         addr,
         seen,
     })
@@ -128,21 +118,8 @@ fn replicaset(name: &str) -> anyhow::Result<ReplicaSet> {
 }
 
 async fn pods_of(sim: &Sim, app: &str, n: usize) -> anyhow::Result<Vec<Value>> {
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    for _ in 0..200 {
-        let list = api
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await?;
-        if list.items.len() >= n {
-            return list
-                .items
-                .into_iter()
-                .map(|p| Ok(serde_json::to_value(p)?))
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    anyhow::bail!("pods of {app} never appeared")
+    let labels = format!("app={app}");
+    kerf_testkit::pods(&sim.client(), "default", &labels, n, Duration::from_secs(5)).await
 }
 
 fn bare_pod() -> Value {

@@ -5,23 +5,15 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kerf_sim::sim::{Sim, SimConfig};
+use kerf_testkit::api_sim;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::json;
 
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn client_creates_lists_by_label_and_deletes_configmaps() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     for (name, tier) in [("a", "web"), ("b", "db"), ("c", "web")] {
         let cm: ConfigMap =
@@ -49,7 +41,7 @@ async fn client_creates_lists_by_label_and_deletes_configmaps() -> anyhow::Resul
 
 #[tokio::test]
 async fn client_watch_sees_added_modified_deleted() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let rv = api
         .list(&ListParams::default())
@@ -97,7 +89,7 @@ fn pod(name: &str) -> anyhow::Result<Pod> {
 
 #[tokio::test]
 async fn client_resize_changes_resources_and_plain_patch_is_refused() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<Pod> = Api::namespaced(sim.client(), "default");
     api.create(&PostParams::default(), &pod("p")?).await?;
     let patch = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}}}]}});
@@ -133,7 +125,7 @@ async fn client_resize_changes_resources_and_plain_patch_is_refused() -> anyhow:
 #[tokio::test]
 async fn client_server_side_apply_conflicts_without_force_and_wins_with_force() -> anyhow::Result<()>
 {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": {"k": "a"}});
     api.patch("s", &PatchParams::apply("owner"), &Patch::Apply(&cm))
@@ -170,7 +162,7 @@ async fn client_server_side_apply_conflicts_without_force_and_wins_with_force() 
 
 #[tokio::test]
 async fn custom_resource_with_bad_enum_is_invalid_naming_the_field() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let crd_path = format!(
         "{}/../../config/crds/kerf.getkerf.dev.yaml",
         env!("CARGO_MANIFEST_DIR")
@@ -221,7 +213,7 @@ async fn custom_resource_with_bad_enum_is_invalid_naming_the_field() -> anyhow::
 
 #[tokio::test]
 async fn a_status_put_takes_only_status_and_ignores_an_invalid_spec() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(sim.client(), "default");
     let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2,
         "selector": {"matchLabels": {"app": "web"}},
@@ -266,7 +258,7 @@ async fn a_status_put_takes_only_status_and_ignores_an_invalid_spec() -> anyhow:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_patches_without_a_resource_version_all_go_in() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "race"}}))?;
     api.create(&PostParams::default(), &cm).await?;

@@ -2,19 +2,12 @@
 //! kube-apiserver renders them: node room (PodResizeValidator), RBAC and ResourceQuota.
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::sim::Sim;
+use kerf_testkit::api_sim;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const AGENT: &str = "system:serviceaccount:kerf-system:kerf";
-
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
 
 /// A kube Client of the cluster acting as `user` (`Impersonate-User`).
 async fn client_as(sim: &Sim, user: &str) -> anyhow::Result<kube::Client> {
@@ -81,7 +74,7 @@ fn shape(status: &Value) -> Value {
 
 #[tokio::test]
 async fn resize_beyond_node_room_answers_the_recorded_403() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     pod(&sim, "conf", "resize-too-big", "1", "128Mi").await?;
     let status = resize_refused(sim.client(), "conf", "resize-too-big", "5").await?;
     let recorded: Value = serde_json::from_str(&std::fs::read_to_string(concat!(
@@ -99,7 +92,7 @@ async fn resize_beyond_node_room_answers_the_recorded_403() -> anyhow::Result<()
 
 #[tokio::test]
 async fn resize_denied_by_rbac_names_user_verb_and_subresource() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     pod(&sim, "shop", "web-1", "500m", "128Mi").await?;
     sim.context().state.resize.deny_user(AGENT);
     let status = resize_refused(client_as(&sim, AGENT).await?, "shop", "web-1", "600m").await?;
@@ -145,7 +138,7 @@ async fn resize_denied_by_rbac_names_user_verb_and_subresource() -> anyhow::Resu
 
 #[tokio::test]
 async fn resize_denied_by_rbac_on_put_says_update() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     pod(&sim, "shop", "web-2", "500m", "128Mi").await?;
     sim.context().state.resize.deny_user(AGENT);
     let api = Api::<Pod>::namespaced(client_as(&sim, AGENT).await?, "shop");
@@ -168,7 +161,7 @@ async fn resize_denied_by_rbac_on_put_says_update() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn resize_beyond_resource_quota_answers_exceeded_quota() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     pod(&sim, "team", "api-1", "1", "256Mi").await?;
     pod(&sim, "team", "api-2", "500m", "256Mi").await?;
     sim.context().state.resize.set_quota(

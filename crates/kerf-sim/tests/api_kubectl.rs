@@ -7,23 +7,7 @@ use std::process::Command;
 use kerf_sim::sim::{Sim, SimConfig};
 
 fn kubectl(sim: &Sim, args: &[&str], stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
-    use std::io::Write;
-    let mut cmd = Command::new("kubectl");
-    cmd.env("KUBECONFIG", sim.kubeconfig_path()).args(args);
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn()?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    kerf_testkit::kubectl(sim.kubeconfig_path(), args, stdin)
 }
 
 const MANIFEST: &str = "apiVersion: v1

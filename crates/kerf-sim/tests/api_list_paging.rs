@@ -6,19 +6,12 @@
 
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::sim::Sim;
 use kerf_sim::store::gvr;
+use kerf_testkit::api_sim;
 use kube::api::{Api, ListParams, ObjectList};
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
-
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
 
 /// Creates namespace `ns` (if needed) and a ConfigMap `name` in it, with `labels`.
 fn config_map(sim: &Sim, ns: &str, name: &str, labels: serde_json::Value) -> anyhow::Result<()> {
@@ -56,7 +49,7 @@ fn page(limit: u32, token: Option<&str>) -> ListParams {
 
 #[tokio::test]
 async fn pages_follow_key_order_and_keep_the_first_pages_resource_version() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     for (ns, name) in [("b", "x"), ("a", "z"), ("a-b", "m"), ("a", "y"), ("b", "w")] {
         config_map(&sim, ns, name, json!({"set": "paging"}))?;
     }
@@ -88,7 +81,7 @@ async fn pages_follow_key_order_and_keep_the_first_pages_resource_version() -> a
 #[tokio::test]
 async fn pages_of_one_namespace_with_a_label_selector_report_no_remaining_count()
 -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     for (name, tier) in [("c1", "web"), ("c2", "db"), ("c3", "web"), ("c4", "web")] {
         config_map(&sim, "shop", name, json!({"tier": tier}))?;
     }
@@ -111,7 +104,7 @@ async fn pages_of_one_namespace_with_a_label_selector_report_no_remaining_count(
 #[tokio::test]
 async fn a_continue_token_older_than_the_history_is_410_with_a_token_to_go_on() -> anyhow::Result<()>
 {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     for name in ["a", "b", "c"] {
         config_map(&sim, "default", name, json!({}))?;
     }
@@ -151,7 +144,7 @@ async fn a_continue_token_older_than_the_history_is_410_with_a_token_to_go_on() 
 
 #[tokio::test]
 async fn a_malformed_continue_token_is_400() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let err = api.list(&page(1, Some("bm90LWpzb24"))).await;
     let Err(kube::Error::Api(status)) = err else {
@@ -168,7 +161,7 @@ async fn a_malformed_continue_token_is_400() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_list_larger_than_a_chunk_is_the_same_json_as_one_list_value() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let store = &sim.context().store;
     let blob = "x".repeat(4096);
     for i in 0..150 {
@@ -196,7 +189,7 @@ async fn a_list_larger_than_a_chunk_is_the_same_json_as_one_list_value() -> anyh
 
 #[tokio::test]
 async fn initial_watch_events_larger_than_one_write_arrive_line_by_line() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let store = &sim.context().store;
     let blob = "y".repeat(4096);
     for i in 0..100 {

@@ -4,22 +4,15 @@
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::sim::Sim;
+use kerf_testkit::api_sim;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn the_scale_subresource_reads_and_sets_replicas() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let api: Api<Deployment> = Api::namespaced(sim.client(), "default");
     let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
@@ -47,24 +40,8 @@ async fn the_scale_subresource_reads_and_sets_replicas() -> anyhow::Result<()> {
 }
 
 fn kubectl(sim: &Sim, args: &str, stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", sim.kubeconfig_path())
-        .args(args.split_whitespace())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    let args: Vec<&str> = args.split_whitespace().collect();
+    kerf_testkit::kubectl(sim.kubeconfig_path(), &args, stdin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +55,7 @@ async fn kubectl_apply_of_generated_yaml_and_scale_work() -> anyhow::Result<()> 
         eprintln!("kubectl not found on PATH: skipping");
         return Ok(());
     }
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let (ok, yaml) = kubectl(&sim, "create namespace x --dry-run=client -o yaml", None)?;
     assert!(ok, "{yaml}");
     let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;

@@ -3,19 +3,11 @@
 //! never count as a change of an immutable spec field.
 
 use k8s_openapi::api::core::v1::Pod;
-use kerf_sim::sim::{Sim, SimConfig};
 use kerf_sim::store::gvr;
+use kerf_testkit::api_sim;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
 
 /// A pod written straight into the store the way the controllers write them: a bare spec,
 /// none of the fields the API server defaults.
@@ -32,7 +24,7 @@ fn generation(p: &Pod) -> i64 {
 
 #[tokio::test]
 async fn label_only_patches_of_a_controller_written_pod_are_accepted() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     sim.context()
         .store
         .create(&gvr::PODS, bare_pod("web-1"), "kube-controller-manager")?;
@@ -72,7 +64,7 @@ async fn label_only_patches_of_a_controller_written_pod_are_accepted() -> anyhow
 
 #[tokio::test]
 async fn put_of_an_unchanged_pod_is_accepted_and_changes_nothing() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     sim.context()
         .store
         .create(&gvr::PODS, bare_pod("web-2"), "kube-controller-manager")?;
@@ -108,7 +100,7 @@ async fn put_of_an_unchanged_pod_is_accepted_and_changes_nothing() -> anyhow::Re
 
 #[tokio::test]
 async fn a_patch_that_changes_a_defaulted_field_is_still_refused() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     sim.context()
         .store
         .create(&gvr::PODS, bare_pod("web-3"), "kube-controller-manager")?;

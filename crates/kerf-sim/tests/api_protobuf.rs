@@ -5,30 +5,15 @@
 
 use std::process::Command;
 
-use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::sim::Sim;
+use kerf_testkit::api_sim;
 use kube::api::PostParams;
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
-
 fn kubectl(sim: &Sim, args: &str) -> anyhow::Result<(bool, String)> {
-    let out = Command::new("kubectl")
-        .env("KUBECONFIG", sim.kubeconfig_path())
-        .args(args.split_whitespace())
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    let args: Vec<&str> = args.split_whitespace().collect();
+    kerf_testkit::kubectl(sim.kubeconfig_path(), &args, None)
 }
 
 fn have_kubectl() -> bool {
@@ -82,7 +67,7 @@ async fn kubectl_create_generators_create_their_objects() -> anyhow::Result<()> 
     if !have_kubectl() {
         return Ok(());
     }
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let steps = [
         ("create namespace x", "namespace/x created"),
         (
@@ -140,7 +125,7 @@ async fn kubectl_create_generators_create_their_objects() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn a_protobuf_update_and_scale_write_the_object() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let meta = field(1, b"cm");
     let entry = [field(1, b"a"), field(2, b"1")].concat();
     let raw = [field(1, &meta), field(2, &entry)].concat();
@@ -183,7 +168,7 @@ async fn a_protobuf_update_and_scale_write_the_object() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_corrupt_protobuf_body_gets_400_with_the_decoders_message() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let path = "/api/v1/namespaces";
     // metadata.name (field 1 of ObjectMeta) sent as a varint
     let body = envelope("v1", "Namespace", &field(1, &[0x08, 0x01]));
@@ -217,7 +202,7 @@ async fn a_corrupt_protobuf_body_gets_400_with_the_decoders_message() -> anyhow:
 
 #[tokio::test]
 async fn only_custom_resources_refuse_protobuf_with_415() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../config/crds/kerf.getkerf.dev.yaml"

@@ -2,19 +2,11 @@
 //! kinds' columns in the real server's order and priorities, and table watches whose first
 //! event alone carries the column definitions.
 
-use kerf_sim::sim::{Sim, SimConfig};
 use kerf_sim::store::gvr;
+use kerf_testkit::api_sim;
 use serde_json::{Value, json};
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-
-async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
 
 fn table_get(path: &str) -> anyhow::Result<http::Request<Vec<u8>>> {
     Ok(http::Request::get(path)
@@ -43,7 +35,7 @@ fn names(table: &Value) -> Vec<(String, i64)> {
 
 #[tokio::test]
 async fn pod_and_node_tables_have_the_real_columns_in_order() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     sim.context().store.create(&gvr::PODS, pod("a"), "test")?;
     let text = sim
         .client()
@@ -78,7 +70,7 @@ async fn pod_and_node_tables_have_the_real_columns_in_order() -> anyhow::Result<
 
 #[tokio::test]
 async fn a_table_watch_sends_column_definitions_with_the_first_event_only() -> anyhow::Result<()> {
-    let sim = sim().await?;
+    let sim = api_sim().await?;
     let store = sim.context().store.clone();
     store.create(&gvr::PODS, pod("a"), "test")?;
     let writer = tokio::spawn(async move {

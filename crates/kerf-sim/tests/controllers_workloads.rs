@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_sim::sim::{Sim, SimConfig};
 use kerf_sim::store::gvr;
+use kerf_testkit::eventually;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -30,21 +31,8 @@ fn template(app: &str, env: &str) -> Value {
     })
 }
 
-/// Polls `f` until it yields a value (10 s at most).
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    mut f: impl FnMut() -> F,
-) -> anyhow::Result<T> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = f().await {
-            return Ok(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!("condition not reached in time");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// How long the controllers get to reach the state a test expects.
+const SETTLE: Duration = Duration::from_secs(10);
 
 fn is_ready(p: &Value) -> bool {
     p["status"]["conditions"].as_array().is_some_and(|c| {
@@ -79,10 +67,14 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
     )
     .await
     .unwrap();
-    eventually(|| async {
-        let p = pods(&pod_api, "web").await.ok()?;
-        (p.len() == 3 && p.iter().all(is_ready)).then_some(())
-    })
+    eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let p = pods(&pod_api, "web").await.ok()?;
+            (p.len() == 3 && p.iter().all(is_ready)).then_some(())
+        },
+    )
     .await
     .unwrap();
 
@@ -124,15 +116,19 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
     assert!(max_total <= 4, "maxSurge 1 allows 4 pods, saw {max_total}");
     assert_eq!(min_ready, 3, "maxUnavailable 0 keeps 3 pods ready");
 
-    let d = eventually(|| async {
-        let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
-        let s = &d["status"];
-        (s["updatedReplicas"] == 3
-            && s["availableReplicas"] == 3
-            && s["replicas"] == 3
-            && s["observedGeneration"] == d["metadata"]["generation"])
-            .then_some(d)
-    })
+    let d = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+            let s = &d["status"];
+            (s["updatedReplicas"] == 3
+                && s["availableReplicas"] == 3
+                && s["replicas"] == 3
+                && s["observedGeneration"] == d["metadata"]["generation"])
+                .then_some(d)
+        },
+    )
     .await
     .unwrap();
     assert_eq!(
@@ -146,14 +142,18 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
             .any(|c| c["type"] == "Available" && c["status"] == "True")
     );
     assert!(
-        eventually(|| async {
-            let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
-            d["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Progressing" && c["reason"] == "NewReplicaSetAvailable")
-                .then_some(())
-        })
+        eventually(
+            "the controllers to reach the expected state",
+            SETTLE,
+            || async {
+                let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+                d["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Progressing" && c["reason"] == "NewReplicaSetAvailable")
+                    .then_some(())
+            }
+        )
         .await
         .is_ok()
     );
@@ -177,16 +177,20 @@ async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
     )
     .await
     .unwrap();
-    eventually(|| async {
-        (pods(&pod_api, "rc")
-            .await
-            .ok()?
-            .iter()
-            .filter(|p| is_ready(p))
-            .count()
-            == 2)
-            .then_some(())
-    })
+    eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            (pods(&pod_api, "rc")
+                .await
+                .ok()?
+                .iter()
+                .filter(|p| is_ready(p))
+                .count()
+                == 2)
+                .then_some(())
+        },
+    )
     .await
     .unwrap();
     let store = sim.context().store.clone();
@@ -247,16 +251,20 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         )
         .await
         .unwrap();
-    eventually(|| async {
-        (pods(&pod_api, "db")
-            .await
-            .ok()?
-            .iter()
-            .filter(|p| is_ready(p))
-            .count()
-            == 2)
-            .then_some(())
-    })
+    eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            (pods(&pod_api, "db")
+                .await
+                .ok()?
+                .iter()
+                .filter(|p| is_ready(p))
+                .count()
+                == 2)
+                .then_some(())
+        },
+    )
     .await
     .unwrap();
     let names: Vec<String> = pods(&pod_api, "db")
@@ -275,10 +283,14 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         )
         .await
         .unwrap();
-    let s = eventually(|| async {
-        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
-        (s["status"]["observedGeneration"] == 2).then_some(s)
-    })
+    let s = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
+            (s["status"]["observedGeneration"] == 2).then_some(s)
+        },
+    )
     .await
     .unwrap();
     assert_ne!(
@@ -301,10 +313,14 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         .delete("db-1", &DeleteParams::default())
         .await
         .unwrap();
-    let p = eventually(|| async {
-        let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
-        (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
-    })
+    let p = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
+            (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
+        },
+    )
     .await
     .unwrap();
     assert_eq!(
@@ -313,10 +329,15 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
     );
     let db0 = serde_json::to_value(pod_api.get("db-0").await.unwrap()).unwrap();
     assert_eq!(db0["spec"]["containers"][0]["env"][0]["value"], "1");
-    let s = eventually(|| async {
-        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
-        (s["status"]["updatedReplicas"] == 1 && s["status"]["currentReplicas"] == 1).then_some(s)
-    })
+    let s = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
+            (s["status"]["updatedReplicas"] == 1 && s["status"]["currentReplicas"] == 1)
+                .then_some(s)
+        },
+    )
     .await;
     assert!(s.is_ok(), "status counts one updated and one current pod");
 }
@@ -335,16 +356,20 @@ async fn statefulset_rolling_update_replaces_every_pod() {
         )
         .await
         .unwrap();
-    eventually(|| async {
-        (pods(&pod_api, "ru")
-            .await
-            .ok()?
-            .iter()
-            .filter(|p| is_ready(p))
-            .count()
-            == 2)
-            .then_some(())
-    })
+    eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            (pods(&pod_api, "ru")
+                .await
+                .ok()?
+                .iter()
+                .filter(|p| is_ready(p))
+                .count()
+                == 2)
+                .then_some(())
+        },
+    )
     .await
     .unwrap();
     sts_api
@@ -355,13 +380,17 @@ async fn statefulset_rolling_update_replaces_every_pod() {
         )
         .await
         .unwrap();
-    let s = eventually(|| async {
-        let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
-        (s["status"]["updatedReplicas"] == 2
-            && s["status"]["readyReplicas"] == 2
-            && s["status"]["currentRevision"] == s["status"]["updateRevision"])
-            .then_some(s)
-    })
+    let s = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
+            (s["status"]["updatedReplicas"] == 2
+                && s["status"]["readyReplicas"] == 2
+                && s["status"]["currentRevision"] == s["status"]["updateRevision"])
+                .then_some(s)
+        },
+    )
     .await
     .unwrap();
     assert_eq!(s["status"]["currentReplicas"], 2);
@@ -378,10 +407,14 @@ async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
         .create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
         .await
         .unwrap();
-    let ps = eventually(|| async {
-        let p = pods(&pod_api, "agent").await.ok()?;
-        (p.len() == 3 && p.iter().all(is_ready)).then_some(p)
-    })
+    let ps = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let p = pods(&pod_api, "agent").await.ok()?;
+            (p.len() == 3 && p.iter().all(is_ready)).then_some(p)
+        },
+    )
     .await
     .unwrap();
     let nodes: std::collections::BTreeSet<&str> = ps
@@ -389,10 +422,14 @@ async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
         .filter_map(|p| p["spec"]["nodeName"].as_str())
         .collect();
     assert_eq!(nodes.len(), 3);
-    let ds = eventually(|| async {
-        let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
-        (d["status"]["numberReady"] == 3).then_some(d)
-    })
+    let ds = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
+            (d["status"]["numberReady"] == 3).then_some(d)
+        },
+    )
     .await
     .unwrap();
     assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
@@ -407,10 +444,14 @@ async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
     )
     .await
     .unwrap();
-    let pdb = eventually(|| async {
-        let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
-        (p["status"]["expectedPods"] == 3).then_some(p)
-    })
+    let pdb = eventually(
+        "the controllers to reach the expected state",
+        SETTLE,
+        || async {
+            let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
+            (p["status"]["expectedPods"] == 3).then_some(p)
+        },
+    )
     .await
     .unwrap();
     assert_eq!(pdb["status"]["currentHealthy"], 3);

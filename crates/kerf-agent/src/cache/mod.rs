@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod kerf;
+pub mod metrics;
 pub mod pods;
 mod sinks;
 pub mod types;
@@ -123,7 +124,7 @@ impl CacheSet {
     pub fn start(
         &self,
         client: kube::Client,
-        metrics: crate::metrics::CacheMetrics,
+        metrics: metrics::CacheMetrics,
     ) -> tokio::task::JoinSet<()> {
         sinks::start_all(self, client, metrics)
     }

@@ -195,6 +195,16 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// The names of the restartable init containers (sidecars), for
+    /// [`crate::executor::resize::resize_body`].
+    pub fn sidecars(&self) -> Vec<&str> {
+        self.containers
+            .iter()
+            .filter(|c| c.sidecar)
+            .map(|c| &*c.name)
+            .collect()
+    }
+
     /// Converts the wire form.
     pub fn from_wire(w: PodWire, interner: &mut Interner) -> PodInfo {
         let m = w.metadata;

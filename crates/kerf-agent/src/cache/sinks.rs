@@ -14,10 +14,10 @@ use tokio::task::JoinSet;
 use super::CacheSet;
 use super::cluster::{HpaInfo, NamespaceInfo, NodeInfo, PdbInfo};
 use super::kerf::{PolicyEntry, RsrEntry};
+use super::metrics::CacheMetrics;
 use super::pods::PodInfo;
 use super::types::{ChangeSet, Interner};
 use super::workloads::{ReplicaSetInfo, WorkloadInfo};
-use crate::metrics::CacheMetrics;
 
 /// How one watched kind lands in its index.
 struct Ops<W, T> {
@@ -99,115 +99,156 @@ fn workload_ops<W>(
 
 /// Starts every watch of [`super::WATCHES`].
 pub(super) fn start_all(cache: &CacheSet, client: Client, metrics: CacheMetrics) -> JoinSet<()> {
-    use super::cluster::{HpaWire, NamespaceWire, NodeWire, PdbWire};
-    use super::pods::PodWire;
-    use super::workloads::{DaemonSetWire, DeploymentWire, ReplicaSetWire, StatefulSetWire};
-
+    let watches = Watches {
+        cache,
+        client,
+        metrics,
+    };
     let mut set = JoinSet::new();
-    let c = || cache.clone();
-    let m = || metrics.clone();
-    let pods = Ops::<PodWire, PodInfo> {
-        name: "pods",
-        convert: PodInfo::from_wire,
-        upsert: |c, p, ch| c.inner.pods.write().upsert(p, ch),
-        remove: |c, p, ch| c.inner.pods.write().remove(&p.namespace, &p.name, ch),
-        replace: |c, v, ch| c.inner.pods.write().replace(v, ch),
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), pods, m()));
-    let rs = Ops::<ReplicaSetWire, ReplicaSetInfo> {
-        name: "replicasets",
-        convert: ReplicaSetInfo::from_wire,
-        upsert: |c, r, ch| c.inner.replicasets.write().upsert(r, ch),
-        remove: |c, r, ch| {
-            c.inner
-                .replicasets
-                .write()
-                .remove(&r.namespace, &r.name, ch)
-        },
-        replace: |c, v, ch| c.inner.replicasets.write().replace(v, ch),
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), rs, m()));
-    let d = workload_ops(
-        "deployments",
-        WorkloadKind::Deployment,
-        DeploymentWire::into_info,
-    );
-    set.spawn(drive(c(), Api::all(client.clone()), d, m()));
-    let s = workload_ops(
-        "statefulsets",
-        WorkloadKind::StatefulSet,
-        StatefulSetWire::into_info,
-    );
-    set.spawn(drive(c(), Api::all(client.clone()), s, m()));
-    let ds = workload_ops(
-        "daemonsets",
-        WorkloadKind::DaemonSet,
-        DaemonSetWire::into_info,
-    );
-    set.spawn(drive(c(), Api::all(client.clone()), ds, m()));
-    let hpa = Ops::<HpaWire, HpaInfo> {
-        name: "horizontalpodautoscalers",
-        convert: HpaInfo::from_wire,
-        upsert: |c, h, ch| c.inner.hpas.write().upsert(h, ch),
-        remove: |c, h, ch| c.inner.hpas.write().remove(&h.namespace, &h.name, ch),
-        replace: |c, v, ch| c.inner.hpas.write().replace(v, ch),
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), hpa, m()));
-    let pdb = Ops::<PdbWire, PdbInfo> {
-        name: "poddisruptionbudgets",
-        convert: PdbInfo::from_wire,
-        upsert: |c, p, ch| c.inner.pdbs.write().upsert(p, ch),
-        remove: |c, p, ch| c.inner.pdbs.write().remove(&p.namespace, &p.name, ch),
-        replace: |c, v, ch| c.inner.pdbs.write().replace(v, ch),
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), pdb, m()));
-    let nodes = Ops::<NodeWire, NodeInfo> {
-        name: "nodes",
-        convert: NodeInfo::from_wire,
-        upsert: |c, n, ch| c.inner.nodes.write().upsert(n.name.clone(), n, ch),
-        remove: |c, n, ch| c.inner.nodes.write().remove(&n.name, ch),
-        replace: |c, v, ch| {
-            let v = v.into_iter().map(|n| (n.name.clone(), n)).collect();
-            c.inner.nodes.write().replace(v, ch)
-        },
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), nodes, m()));
-    let ns = Ops::<NamespaceWire, NamespaceInfo> {
-        name: "namespaces",
-        convert: NamespaceInfo::from_wire,
-        upsert: |c, n, ch| c.inner.namespaces.write().upsert(n.name.clone(), n, ch),
-        remove: |c, n, ch| c.inner.namespaces.write().remove(&n.name, ch),
-        replace: |c, v, ch| {
-            let v = v.into_iter().map(|n| (n.name.clone(), n)).collect();
-            c.inner.namespaces.write().replace(v, ch)
-        },
-    };
-    set.spawn(drive(c(), Api::all(client.clone()), ns, m()));
-    let policies = Ops::<DynamicObject, PolicyEntry> {
-        name: "rightsizingpolicies",
-        convert: PolicyEntry::from_dynamic,
-        upsert: |c, p, ch| c.inner.policies.write().upsert(p.name.clone(), p, ch),
-        remove: |c, p, ch| c.inner.policies.write().remove(&p.name, ch),
-        replace: |c, v, ch| {
-            let v = v.into_iter().map(|p| (p.name.clone(), p)).collect();
-            c.inner.policies.write().replace(v, ch)
-        },
-    };
-    let ar = ApiResource::erase::<RightsizingPolicy>(&());
-    set.spawn(drive(
-        c(),
-        Api::all_with(client.clone(), &ar),
-        policies,
-        m(),
-    ));
-    let rsrs = Ops::<DynamicObject, RsrEntry> {
-        name: "rightsizingrecommendations",
-        convert: RsrEntry::from_dynamic,
-        upsert: |c, r, ch| c.inner.rsrs.write().upsert(r, ch),
-        remove: |c, r, ch| c.inner.rsrs.write().remove(&r.namespace, &r.name, ch),
-        replace: |c, v, ch| c.inner.rsrs.write().replace(v, ch),
-    };
-    let ar = ApiResource::erase::<RightsizingRecommendation>(&());
-    set.spawn(drive(c(), Api::all_with(client, &ar), rsrs, m()));
+    watches.pods(&mut set);
+    watches.workloads(&mut set);
+    watches.cluster(&mut set);
+    watches.kerf(&mut set);
     set
+}
+
+/// What every watch loop is started with.
+struct Watches<'a> {
+    cache: &'a CacheSet,
+    client: Client,
+    metrics: CacheMetrics,
+}
+
+impl Watches<'_> {
+    fn cache(&self) -> CacheSet {
+        self.cache.clone()
+    }
+
+    fn metrics(&self) -> CacheMetrics {
+        self.metrics.clone()
+    }
+
+    fn all<W: Resource<DynamicType = ()>>(&self) -> Api<W> {
+        Api::all(self.client.clone())
+    }
+
+    /// Pods and their ReplicaSets.
+    fn pods(&self, set: &mut JoinSet<()>) {
+        use super::pods::PodWire;
+        use super::workloads::ReplicaSetWire;
+        let pods = Ops::<PodWire, PodInfo> {
+            name: "pods",
+            convert: PodInfo::from_wire,
+            upsert: |c, p, ch| c.inner.pods.write().upsert(p, ch),
+            remove: |c, p, ch| c.inner.pods.write().remove(&p.namespace, &p.name, ch),
+            replace: |c, v, ch| c.inner.pods.write().replace(v, ch),
+        };
+        set.spawn(drive(self.cache(), self.all(), pods, self.metrics()));
+        let rs = Ops::<ReplicaSetWire, ReplicaSetInfo> {
+            name: "replicasets",
+            convert: ReplicaSetInfo::from_wire,
+            upsert: |c, r, ch| c.inner.replicasets.write().upsert(r, ch),
+            remove: |c, r, ch| {
+                c.inner
+                    .replicasets
+                    .write()
+                    .remove(&r.namespace, &r.name, ch)
+            },
+            replace: |c, v, ch| c.inner.replicasets.write().replace(v, ch),
+        };
+        set.spawn(drive(self.cache(), self.all(), rs, self.metrics()));
+    }
+
+    /// Deployments, StatefulSets and DaemonSets.
+    fn workloads(&self, set: &mut JoinSet<()>) {
+        use super::workloads::{DaemonSetWire, DeploymentWire, StatefulSetWire};
+        let d = workload_ops(
+            "deployments",
+            WorkloadKind::Deployment,
+            DeploymentWire::into_info,
+        );
+        set.spawn(drive(self.cache(), self.all(), d, self.metrics()));
+        let s = workload_ops(
+            "statefulsets",
+            WorkloadKind::StatefulSet,
+            StatefulSetWire::into_info,
+        );
+        set.spawn(drive(self.cache(), self.all(), s, self.metrics()));
+        let ds = workload_ops(
+            "daemonsets",
+            WorkloadKind::DaemonSet,
+            DaemonSetWire::into_info,
+        );
+        set.spawn(drive(self.cache(), self.all(), ds, self.metrics()));
+    }
+
+    /// HPAs, PDBs, nodes and namespaces.
+    fn cluster(&self, set: &mut JoinSet<()>) {
+        use super::cluster::{HpaWire, NamespaceWire, NodeWire, PdbWire};
+        let hpa = Ops::<HpaWire, HpaInfo> {
+            name: "horizontalpodautoscalers",
+            convert: HpaInfo::from_wire,
+            upsert: |c, h, ch| c.inner.hpas.write().upsert(h, ch),
+            remove: |c, h, ch| c.inner.hpas.write().remove(&h.namespace, &h.name, ch),
+            replace: |c, v, ch| c.inner.hpas.write().replace(v, ch),
+        };
+        set.spawn(drive(self.cache(), self.all(), hpa, self.metrics()));
+        let pdb = Ops::<PdbWire, PdbInfo> {
+            name: "poddisruptionbudgets",
+            convert: PdbInfo::from_wire,
+            upsert: |c, p, ch| c.inner.pdbs.write().upsert(p, ch),
+            remove: |c, p, ch| c.inner.pdbs.write().remove(&p.namespace, &p.name, ch),
+            replace: |c, v, ch| c.inner.pdbs.write().replace(v, ch),
+        };
+        set.spawn(drive(self.cache(), self.all(), pdb, self.metrics()));
+        let nodes = Ops::<NodeWire, NodeInfo> {
+            name: "nodes",
+            convert: NodeInfo::from_wire,
+            upsert: |c, n, ch| c.inner.nodes.write().upsert(n.name.clone(), n, ch),
+            remove: |c, n, ch| c.inner.nodes.write().remove(&n.name, ch),
+            replace: |c, v, ch| {
+                let v = v.into_iter().map(|n| (n.name.clone(), n)).collect();
+                c.inner.nodes.write().replace(v, ch)
+            },
+        };
+        set.spawn(drive(self.cache(), self.all(), nodes, self.metrics()));
+        let ns = Ops::<NamespaceWire, NamespaceInfo> {
+            name: "namespaces",
+            convert: NamespaceInfo::from_wire,
+            upsert: |c, n, ch| c.inner.namespaces.write().upsert(n.name.clone(), n, ch),
+            remove: |c, n, ch| c.inner.namespaces.write().remove(&n.name, ch),
+            replace: |c, v, ch| {
+                let v = v.into_iter().map(|n| (n.name.clone(), n)).collect();
+                c.inner.namespaces.write().replace(v, ch)
+            },
+        };
+        set.spawn(drive(self.cache(), self.all(), ns, self.metrics()));
+    }
+
+    /// Kerf's own resources: RightsizingPolicies and rsrs.
+    fn kerf(&self, set: &mut JoinSet<()>) {
+        let policies = Ops::<DynamicObject, PolicyEntry> {
+            name: "rightsizingpolicies",
+            convert: PolicyEntry::from_dynamic,
+            upsert: |c, p, ch| c.inner.policies.write().upsert(p.name.clone(), p, ch),
+            remove: |c, p, ch| c.inner.policies.write().remove(&p.name, ch),
+            replace: |c, v, ch| {
+                let v = v.into_iter().map(|p| (p.name.clone(), p)).collect();
+                c.inner.policies.write().replace(v, ch)
+            },
+        };
+        let ar = ApiResource::erase::<RightsizingPolicy>(&());
+        let api = Api::all_with(self.client.clone(), &ar);
+        set.spawn(drive(self.cache(), api, policies, self.metrics()));
+        let rsrs = Ops::<DynamicObject, RsrEntry> {
+            name: "rightsizingrecommendations",
+            convert: RsrEntry::from_dynamic,
+            upsert: |c, r, ch| c.inner.rsrs.write().upsert(r, ch),
+            remove: |c, r, ch| c.inner.rsrs.write().remove(&r.namespace, &r.name, ch),
+            replace: |c, v, ch| c.inner.rsrs.write().replace(v, ch),
+        };
+        let ar = ApiResource::erase::<RightsizingRecommendation>(&());
+        let api = Api::all_with(self.client.clone(), &ar);
+        set.spawn(drive(self.cache(), api, rsrs, self.metrics()));
+    }
 }

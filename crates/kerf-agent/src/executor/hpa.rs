@@ -151,6 +151,12 @@ pub enum HpaError {
     },
 }
 
+impl super::metrics::ActionError for HpaError {
+    fn category(&self) -> &'static str {
+        HpaError::category(self)
+    }
+}
+
 impl HpaError {
     /// A short, bounded label for metrics and logs.
     pub fn category(&self) -> &'static str {

@@ -8,6 +8,8 @@
 //! - [`rollout`]: server-side apply of the pod template, the release hand-over and the
 //!   rollout completion check (design section 13, D21, D23);
 //! - [`hpa`]: the coordinated HPA target (design D22);
+//! - [`template`]: the apply body of a pod template change, shared by the rollout and the
+//!   release hand-over;
 //! - [`ondelete`]: replacing outdated pods of an OnDelete StatefulSet through evictions.
 //!
 //! Nothing here decides whether a change may go in: the reconciler calls these after the
@@ -16,11 +18,13 @@
 pub mod error;
 pub mod hpa;
 pub mod inplace;
+pub mod metrics;
 pub mod ondelete;
 pub mod release;
 pub mod resize;
 pub mod rollout;
 pub mod rollout_status;
+pub mod template;
 
 use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
 

@@ -253,6 +253,12 @@ pub enum EvictError {
     },
 }
 
+impl super::metrics::ActionError for EvictError {
+    fn category(&self) -> &'static str {
+        EvictError::category(self)
+    }
+}
+
 impl EvictError {
     /// A short, bounded label for metrics and logs.
     pub fn category(&self) -> &'static str {

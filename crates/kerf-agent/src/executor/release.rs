@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::WorkloadId;
-use super::rollout::{TemplateContainers, apply_body, quantity_at};
+use super::template::{TemplateContainers, apply_body, quantity_at};
 
 /// Requests or limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 
 use super::error::{ErrorClass, is_rbac_denial, message_of};
 use super::{ContainerResources, container};
-use crate::cache::PodInfo;
 
 /// How often a resize answered with 409 is re-read and sent again.
 pub const CONFLICT_RETRIES: usize = 3;
@@ -98,6 +97,12 @@ pub enum ResizeError {
     },
 }
 
+impl super::metrics::ActionError for ResizeError {
+    fn category(&self) -> &'static str {
+        ResizeError::category(self)
+    }
+}
+
 impl ResizeError {
     /// A short, bounded label for metrics and logs.
     pub fn category(&self) -> &'static str {
@@ -168,15 +173,6 @@ pub fn resize_body(containers: &[ContainerResources], sidecars: &[&str]) -> Valu
         spec.insert("initContainers".to_owned(), Value::Array(init));
     }
     json!({ "spec": spec })
-}
-
-/// The names of a pod's restartable init containers (sidecars), for [`resize_body`].
-pub fn sidecars_of(pod: &PodInfo) -> Vec<&str> {
-    pod.containers
-        .iter()
-        .filter(|c| c.sidecar)
-        .map(|c| &*c.name)
-        .collect()
 }
 
 /// The `resources` object of a container with the values `r` sets.

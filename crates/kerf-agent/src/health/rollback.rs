@@ -35,7 +35,8 @@ use super::{HealthError, Watcher};
 use crate::cache::{HpaInfo, PodInfo};
 use crate::executor::hpa::{HpaError, MetricSource, write_hpa_target};
 use crate::executor::resize::{ResizeError, resize_pod};
-use crate::executor::rollout::{ApplyError, apply_template, only};
+use crate::executor::rollout::{ApplyError, apply_template};
+use crate::executor::template::only;
 use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
 use crate::intent::{self, IntentError};
 
@@ -104,7 +105,7 @@ pub struct RollbackCtx<'a> {
     /// The local lease check, before every actuating write.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
     /// Counters of the actuating calls (`rollback`).
-    pub metrics: &'a crate::metrics::ExecutorMetrics,
+    pub metrics: &'a crate::executor::metrics::ExecutorMetrics,
     /// The time.
     pub now: DateTime<Utc>,
 }
@@ -413,7 +414,7 @@ async fn resize_back(
         if !(ctx.may_write)() {
             return Err(RestoreError::NotLeader);
         }
-        let sidecars = crate::executor::resize::sidecars_of(pod);
+        let sidecars = pod.sidecars();
         let res = resize_pod(
             ctx.client.clone(),
             &pod.namespace,

@@ -20,12 +20,12 @@ use crate::cache::{PodInfo, WorkloadInfo};
 use crate::executor::inplace::{
     self, InPlaceInput, InPlaceOutcome, PodResizeView, ResizeCondition,
 };
+use crate::executor::metrics::ExecutorMetrics;
 use crate::executor::resize::{ResizeError, resize_pod};
 use crate::executor::rollout;
 use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
 use crate::failpoints;
 use crate::intent;
-use crate::metrics::ExecutorMetrics;
 
 /// How many carried-out approvals `status.consumedApprovals` keeps (its CRD limit).
 pub const MAX_CONSUMED_APPROVALS: usize = 32;
@@ -487,6 +487,6 @@ async fn rollout_step(
 fn sidecars_in<'a>(pods: &'a [std::sync::Arc<PodInfo>], name: &str) -> Vec<&'a str> {
     pods.iter()
         .find(|p| p.name == name)
-        .map(|p| crate::executor::resize::sidecars_of(p))
+        .map(|p| p.sidecars())
         .unwrap_or_default()
 }

@@ -108,7 +108,7 @@ pub(super) async fn watch_pass<W: StatusWriter>(
                 .metrics
                 .executor
                 .rollbacks
-                .get_or_create(&crate::metrics::ReasonLabel {
+                .get_or_create(&crate::executor::metrics::ReasonLabel {
                     reason: b.reason.as_str().to_owned(),
                 })
                 .inc();

@@ -49,7 +49,7 @@ pub struct OnDeleteCtx<'a> {
     /// Whether this replica may write now.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
     /// Counters of the actuating calls.
-    pub metrics: &'a crate::metrics::ExecutorMetrics,
+    pub metrics: &'a crate::executor::metrics::ExecutorMetrics,
     /// Now.
     pub now: DateTime<Utc>,
 }

@@ -8,7 +8,6 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_agent::cache::pods::PodWire;
 use kerf_agent::cache::{Interner, PodInfo};
 use kerf_agent::executor::WorkloadId;
@@ -26,8 +25,6 @@ use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The CRDs the agent's rsr lives in.
-pub const CRDS: &str = include_str!("../../../../config/crds/kerf.getkerf.dev.yaml");
 /// Namespace of every test workload.
 pub const NS: &str = "default";
 
@@ -147,27 +144,6 @@ pub fn offline_client() -> anyhow::Result<Client> {
     kerf_sim::api::tls::ensure_crypto_provider();
     let config = kube::Config::new("http://127.0.0.1:9".parse()?);
     Ok(Client::try_from(config)?)
-}
-
-/// Applies the Kerf CRDs and waits until rsrs are served.
-pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for doc in serde_yaml::Deserializer::from_str(CRDS) {
-        let crd = CustomResourceDefinition::deserialize(doc)?;
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let rsrs = kerf_agent::rsr_sync::rsr_api(client.clone(), NS);
-    for _ in 0..100 {
-        if rsrs.list(&ListParams::default()).await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(StdDuration::from_millis(50)).await;
-    }
-    anyhow::bail!("rsr CRD never served")
 }
 
 /// Creates Deployment `name` with `replicas` pods of container `app` with `resources`.

@@ -20,7 +20,9 @@
 use chrono::Duration;
 use kerf_api::Resource;
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{ApplySettings, Guardrails, HpaSettings, RecommendationSettings};
+use kerf_api::policy::{
+    ApplySettings, Guardrails, HpaSettings, RecommendationSettings, RollbackSettings,
+};
 use kerf_api::{GoDuration, Quantity, UnitDecimal};
 
 use super::{EffectivePolicy, HEADROOM_RANGE, Layer, PERCENTILE_RANGE, Ratio, Sourced};
@@ -185,7 +187,7 @@ fn merge_count(
 }
 
 fn apply_guardrails(ep: &mut EffectivePolicy, g: &Guardrails, layer: Layer) {
-    use OnError::{KeepLower, Unbounded};
+    use OnError::Unbounded;
     let lp = g.learning_period.as_ref();
     merge_duration(
         ep,
@@ -204,19 +206,7 @@ fn apply_guardrails(ep: &mut EffectivePolicy, g: &Guardrails, layer: Layer) {
         layer,
         Some(Ratio::ONE),
     );
-    if let Some(v) = g.max_change_percent {
-        if (1..=100).contains(&v) {
-            ep.max_change_percent = Sourced::new(v, layer);
-        } else {
-            ep.problem(
-                "guardrails.maxChangePercent",
-                layer,
-                &v.to_string(),
-                "outside 1 to 100; counts as 1",
-            );
-            ep.max_change_percent = Sourced::new(1, layer);
-        }
-    }
+    apply_max_change(ep, g.max_change_percent, layer);
     merge_minimum(
         ep,
         Resource::Cpu,
@@ -240,7 +230,29 @@ fn apply_guardrails(ep: &mut EffectivePolicy, g: &Guardrails, layer: Layer) {
         layer,
         Unbounded,
     );
-    let Some(rb) = &g.rollback else { return };
+    if let Some(rb) = &g.rollback {
+        apply_rollback(ep, rb, layer);
+    }
+}
+
+/// `guardrails.maxChangePercent`: 1 to 100; a value outside counts as 1.
+fn apply_max_change(ep: &mut EffectivePolicy, v: Option<u8>, layer: Layer) {
+    let Some(v) = v else { return };
+    if (1..=100).contains(&v) {
+        ep.max_change_percent = Sourced::new(v, layer);
+    } else {
+        ep.problem(
+            "guardrails.maxChangePercent",
+            layer,
+            &v.to_string(),
+            "outside 1 to 100; counts as 1",
+        );
+        ep.max_change_percent = Sourced::new(1, layer);
+    }
+}
+
+/// `guardrails.rollback`: the health watch's duration and thresholds.
+fn apply_rollback(ep: &mut EffectivePolicy, rb: &RollbackSettings, layer: Layer) {
     let wd = rb.watch_duration.as_ref();
     merge_duration(
         ep,
@@ -248,7 +260,7 @@ fn apply_guardrails(ep: &mut EffectivePolicy, g: &Guardrails, layer: Layer) {
         "guardrails.rollback.watchDuration",
         wd,
         layer,
-        KeepLower,
+        OnError::KeepLower,
     );
     merge_count(
         ep,

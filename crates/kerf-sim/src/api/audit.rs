@@ -2,20 +2,16 @@
 //! client and status, so a test can count what its clients wrote ("after the first pass,
 //! nothing but Lease renewals").
 //!
-//! [`serve`] wraps the dispatch of [`super::server::handle`]; the [`Audit`] log lives in
-//! the [`SimContext`] and is reached from the in-process `Sim` through `Sim::audit`. The
+//! [`super::server`] records each answer; the [`Audit`] log lives in
+//! the [`crate::context::SimContext`] and is reached from the in-process `Sim` through `Sim::audit`. The
 //! counters are exact; the log keeps the last [`CAPACITY`] requests.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::Body;
-use http::{Method, Response};
-
-use super::Req;
-use crate::sim::SimContext;
+use http::Method;
 
 /// How many requests the log keeps; older ones are dropped (the counters still count them).
 pub const CAPACITY: usize = 50_000;
@@ -200,34 +196,6 @@ impl Audit {
     pub fn mutating(&self) -> u64 {
         self.lock().mutating
     }
-}
-
-/// What is known of a request before it is answered.
-fn pending(req: &Req) -> AuditRecord {
-    let mut query: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    query.sort();
-    AuditRecord {
-        seq: 0,
-        method: req.method.clone(),
-        path: req.path.clone(),
-        query: query.join("&"),
-        user_agent: req.header("user-agent").unwrap_or_default().to_owned(),
-        manager: req.manager(),
-        dry_run: req.q("dryRun").is_some_and(|v| !v.is_empty()),
-        status: 0,
-        duration: Duration::ZERO,
-    }
-}
-
-/// Answers `req` through [`super::server::handle`] and records it in the context's log.
-pub async fn serve(ctx: &SimContext, req: Req) -> Response<Body> {
-    let started = Instant::now();
-    let mut record = pending(&req);
-    let resp = super::server::handle(ctx, req).await;
-    record.status = resp.status().as_u16();
-    record.duration = started.elapsed();
-    ctx.audit.record(record);
-    resp
 }
 
 #[cfg(test)]

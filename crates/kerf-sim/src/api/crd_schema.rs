@@ -4,9 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::validation::Cause;
-use crate::sim::SimContext;
-use crate::store::{ApiError, Gvr, format_time, gvr};
+use crate::context::SimContext;
+use crate::store::{ApiError, Cause, Gvr, format_time, gvr};
 
 /// Whether a kind is defined by a CRD.
 pub fn is_custom(_ctx: &SimContext, g: &Gvr) -> bool {
@@ -317,7 +316,7 @@ fn cel_causes(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             .into_iter()
             .map(|e| {
                 let path = e.field_path.trim_start_matches('.').to_string();
-                let value = crate::api::ssa::value_at(
+                let value = crate::store::fields::value_at(
                     obj,
                     &path
                         .split('.')

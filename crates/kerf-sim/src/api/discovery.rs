@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::{Gvr, gvr};
 
 const VERBS: &[&str] = &[

@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::Req;
-use super::routes::{Target, existing};
 use super::selectors::LabelSelector;
-use crate::sim::SimContext;
+use super::target::{Target, existing};
+use crate::context::SimContext;
 use crate::store::{ApiError, format_time, gvr};
 
 /// Whether a pod is Ready.

@@ -15,9 +15,9 @@ use hyper::body::{Frame, SizeHint};
 use serde_json::{Value, json};
 
 use super::Req;
-use super::routes::Target;
 use super::selectors::{FieldSelector, LabelSelector};
-use crate::sim::SimContext;
+use super::target::Target;
+use crate::context::SimContext;
 use crate::store::{ApiError, Page, PageQuery, StoredObject};
 
 /// A streamed list body is cut into chunks of about this many bytes.

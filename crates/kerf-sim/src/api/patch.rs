@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::Req;
-use super::routes::{Target, existing, unsupported_media_type};
-use crate::sim::SimContext;
+use super::target::{Target, existing, unsupported_media_type};
+use crate::context::SimContext;
 use crate::store::ApiError;
 
 /// The merge key of a strategic-merge list, by field name.
@@ -241,7 +241,7 @@ async fn patch_once(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Val
         return Err(unsupported_media_type());
     }
     if custom && ct == "application/strategic-merge-patch+json" {
-        return Err(super::routes::unknown_body_format(&[
+        return Err(super::target::unknown_body_format(&[
             "application/json-patch+json",
             "application/merge-patch+json",
             "application/apply-patch+yaml",
@@ -253,11 +253,11 @@ async fn patch_once(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Val
     // The stored object is read back with its defaults, as the real server decodes it, so
     // defaults never count as a change of the patched object.
     let mut current = existing(ctx, t, &name)?;
-    super::defaults::apply(&t.gvr, &mut current);
+    crate::store::defaults::apply(&t.gvr, &mut current);
     let sub = t.sub.as_deref();
-    if sub == Some("scale") && super::routes::has_scale(&t.gvr) {
-        let scale = apply_patch(req, &super::routes::scale_of(t, &current), custom)?;
-        return super::routes::write_scale(ctx, req, t, current, &scale).map(|v| (200, v));
+    if sub == Some("scale") && super::target::has_scale(&t.gvr) {
+        let scale = apply_patch(req, &super::target::scale_of(t, &current), custom)?;
+        return super::target::write_scale(ctx, req, t, current, &scale).map(|v| (200, v));
     }
     let mut obj = apply_patch(req, &current, custom)?;
     match sub {
@@ -268,7 +268,7 @@ async fn patch_once(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Val
         Some(_) => return Err(super::path_not_found()),
     }
     if sub.is_none() {
-        super::defaults::apply(&t.gvr, &mut obj);
+        crate::store::defaults::apply(&t.gvr, &mut obj);
     }
     super::validation::validate_update(ctx, &t.gvr, &current, &obj, sub)?;
     if req.q("dryRun").is_some() {

@@ -8,10 +8,11 @@ pub mod faults;
 use serde_json::{Value, json};
 
 use super::Req;
-use super::fields;
-use super::routes::{Target, existing};
-use super::validation::{Cause, pod_spec_causes, quantity};
-use crate::sim::SimContext;
+use super::target::{Target, existing};
+use super::validation::{Cause, pod_spec_causes};
+use crate::context::SimContext;
+use crate::quantity::quantity;
+use crate::store::fields;
 use crate::store::{ApiError, format_time, gvr};
 
 /// The QoS class of a pod spec.

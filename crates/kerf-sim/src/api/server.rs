@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::{Method, Request, Response};
@@ -11,8 +12,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use super::audit::AuditRecord;
 use super::{Req, discovery, error_response, json_response, parse_query, path_not_found, routes};
-use crate::sim::SimContext;
+use crate::context::SimContext;
 
 /// Answers one request.
 pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
@@ -55,7 +57,7 @@ pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
             };
         }
     }
-    match routes::resolve(ctx, &path) {
+    match super::target::resolve(ctx, &path) {
         Ok(Some(t)) => routes::serve(ctx, &req, &t).await,
         Ok(None) => error_response(&path_not_found()),
         Err(e) => error_response(&e),
@@ -126,7 +128,7 @@ pub async fn serve(
                 async move {
                     let req = to_req(r).await;
                     tracing::debug!(method = %req.method, path = %req.path, "request");
-                    Ok::<_, Infallible>(super::audit::serve(&ctx, req).await)
+                    Ok::<_, Infallible>(serve_recorded(&ctx, req).await)
                 }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -137,4 +139,32 @@ pub async fn serve(
             }
         });
     }
+}
+
+/// What is known of a request before it is answered.
+fn pending(req: &Req) -> AuditRecord {
+    let mut query: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    query.sort();
+    AuditRecord {
+        seq: 0,
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: query.join("&"),
+        user_agent: req.header("user-agent").unwrap_or_default().to_owned(),
+        manager: req.manager(),
+        dry_run: req.q("dryRun").is_some_and(|v| !v.is_empty()),
+        status: 0,
+        duration: Duration::ZERO,
+    }
+}
+
+/// Answers `req` through [`handle`] and records it in the context's log.
+async fn serve_recorded(ctx: &SimContext, req: Req) -> Response<Body> {
+    let started = Instant::now();
+    let mut record = pending(&req);
+    let resp = handle(ctx, req).await;
+    record.status = resp.status().as_u16();
+    record.duration = started.elapsed();
+    ctx.audit.record(record);
+    resp
 }

@@ -7,40 +7,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::Req;
-use super::fields::{self, FieldPath, FieldSet};
-use super::routes::Target;
-use crate::sim::SimContext;
+use super::target::Target;
+use crate::context::SimContext;
+use crate::store::fields::{self, FieldPath, FieldSet, value_at};
 use crate::store::{ApiError, format_time};
-
-/// The value at a field path, if present.
-pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
-    let mut cur = obj;
-    for e in path {
-        if let Some(f) = e.strip_prefix("f:") {
-            cur = cur.get(f)?;
-        } else if let Some(k) = e.strip_prefix("k:") {
-            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-            cur = cur.as_array()?.iter().find(|item| {
-                key.iter()
-                    .all(|(kk, kv)| item_field(item, kk) == Some(kv.clone()))
-            })?;
-        } else if let Some(v) = e.strip_prefix("v:") {
-            let v: Value = serde_json::from_str(v).ok()?;
-            cur = cur.as_array()?.iter().find(|x| **x == v)?;
-        } else {
-            return None;
-        }
-    }
-    Some(cur)
-}
-
-fn item_field(item: &Value, k: &str) -> Option<Value> {
-    match item.get(k) {
-        Some(v) => Some(v.clone()),
-        None if k == "protocol" => Some(json!("TCP")),
-        None => None,
-    }
-}
 
 /// Removes the node at a field path.
 pub fn remove_at(obj: &mut Value, path: &[String]) {
@@ -191,6 +161,18 @@ fn conflict_error(
     ApiError::new(409, "Conflict", message, Some(json!({"causes": causes})))
 }
 
+/// What an apply records in its managedFields entry: the manager, the fields it applies
+/// and the time of the entry.
+struct Owner<'a> {
+    manager: &'a str,
+    fields: &'a FieldSet,
+    time: &'a str,
+}
+
+/// The fields other managers own with a different value, by manager, and the apiVersion of
+/// each such manager's entry.
+type Conflicts = (BTreeMap<String, Vec<FieldPath>>, BTreeMap<String, String>);
+
 /// Serves an apply patch.
 pub fn apply(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), ApiError> {
     let Some(manager) = req
@@ -208,20 +190,64 @@ pub fn apply(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), Ap
     let applied = fields::apply_set(&config);
     let sub = t.sub.as_deref();
     let Some(current) = ctx.store.get(&t.gvr, t.namespace.as_deref(), &name) else {
-        return create(ctx, t, config, &manager, &applied, &now);
+        let owner = Owner {
+            manager: &manager,
+            fields: &applied,
+            time: &now,
+        };
+        return create(ctx, t, config, &owner);
     };
-    let force = req.flag("force");
-    let mut obj = current.clone();
     let mut all = entries(&current);
+    let mine = |e: &Entry| e.apply && e.manager == manager && e.subresource.as_deref() == sub;
+    let (conflicts, api_versions) = find_conflicts(&all, &mine, &applied, &config, &current);
+    if !conflicts.is_empty() && !req.flag("force") {
+        return Err(conflict_error(&conflicts, &api_versions));
+    }
+    let prev_time = all
+        .iter()
+        .find(|e| mine(e))
+        .and_then(|e| e.raw["time"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let previous: FieldSet = all
+        .iter()
+        .filter(|e| mine(e))
+        .flat_map(|e| e.set.iter().cloned())
+        .collect();
+    all.retain(|e| !mine(e));
+    for e in all.iter_mut() {
+        if let Some(paths) = conflicts.get(&e.manager) {
+            for p in paths {
+                e.set.remove(p);
+            }
+        }
+    }
+    let mut obj = current.clone();
+    release_unapplied(&mut obj, &previous, &applied, &all);
+    merge_config(&mut obj, &config, "");
+    let changed = strip_volatile(&obj) != strip_volatile(&current);
+    let time = if changed { now } else { prev_time };
+    let owner = Owner {
+        manager: &manager,
+        fields: &applied,
+        time: &time,
+    };
+    finish(ctx, req, t, &current, obj, all, &owner)
+}
+
+/// The applied leaf fields that other entries (not `mine`) own with a different value.
+fn find_conflicts(
+    all: &[Entry],
+    mine: &dyn Fn(&Entry) -> bool,
+    applied: &FieldSet,
+    config: &Value,
+    current: &Value,
+) -> Conflicts {
     let mut conflicts: BTreeMap<String, Vec<FieldPath>> = BTreeMap::new();
     let mut api_versions = BTreeMap::new();
-    for e in all
-        .iter()
-        .filter(|e| !(e.apply && e.manager == manager && e.subresource.as_deref() == sub))
-    {
-        for p in e.set.intersection(&applied) {
-            let mine = value_at(&config, p);
-            let theirs = value_at(&current, p);
+    for e in all.iter().filter(|e| !mine(e)) {
+        for p in e.set.intersection(applied) {
+            let mine = value_at(config, p);
+            let theirs = value_at(current, p);
             let leaf = mine.is_some_and(|v| !v.is_object() && !v.is_array());
             if leaf && mine != theirs {
                 conflicts
@@ -235,42 +261,24 @@ pub fn apply(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Value), Ap
             }
         }
     }
-    if !conflicts.is_empty() && !force {
-        return Err(conflict_error(&conflicts, &api_versions));
-    }
-    let prev_time = all
-        .iter()
-        .find(|e| e.apply && e.manager == manager && e.subresource.as_deref() == sub)
-        .and_then(|e| e.raw["time"].as_str().map(str::to_string))
-        .unwrap_or_default();
-    let previous: FieldSet = all
-        .iter()
-        .filter(|e| e.apply && e.manager == manager && e.subresource.as_deref() == sub)
-        .flat_map(|e| e.set.iter().cloned())
-        .collect();
-    all.retain(|e| !(e.apply && e.manager == manager && e.subresource.as_deref() == sub));
-    for e in all.iter_mut() {
-        if let Some(paths) = conflicts.get(&e.manager) {
-            for p in paths {
-                e.set.remove(p);
-            }
-        }
-    }
-    // fields no longer applied, owned by nobody else: removed (deepest first)
+    (conflicts, api_versions)
+}
+
+/// Fields the manager applied before and no longer applies, owned by nobody else, are
+/// removed (deepest first).
+fn release_unapplied(obj: &mut Value, previous: &FieldSet, applied: &FieldSet, others: &[Entry]) {
     let mut released: Vec<&FieldPath> = previous.iter().filter(|p| !applied.contains(*p)).collect();
     released.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for p in released {
-        let others_own = all.iter().any(|e| e.set.iter().any(|q| q.starts_with(p)));
+        let others_own = others
+            .iter()
+            .any(|e| e.set.iter().any(|q| q.starts_with(p)));
         let applied_below = applied.iter().any(|q| q.starts_with(p));
         if !others_own && !applied_below {
-            remove_at(&mut obj, p);
-            prune_empty_parents(&mut obj, p, &all, &applied);
+            remove_at(obj, p);
+            prune_empty_parents(obj, p, others, applied);
         }
     }
-    merge_config(&mut obj, &config, "");
-    let changed = strip_volatile(&obj) != strip_volatile(&current);
-    let time = if changed { now } else { prev_time };
-    finish(ctx, req, t, &current, obj, all, &manager, &applied, &time)
 }
 
 /// After a removal, the named fields above it that are left empty and under which nobody
@@ -305,7 +313,8 @@ fn strip_volatile(v: &Value) -> Value {
     v
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes the merged object with its managedFields: the entries of the others that still
+/// name present fields, and the applier's.
 fn finish(
     ctx: &SimContext,
     req: &Req,
@@ -313,13 +322,11 @@ fn finish(
     current: &Value,
     mut obj: Value,
     others: Vec<Entry>,
-    manager: &str,
-    applied: &FieldSet,
-    now: &str,
+    owner: &Owner,
 ) -> Result<(u16, Value), ApiError> {
     let sub = t.sub.as_deref();
     if sub.is_none() {
-        super::defaults::apply(&t.gvr, &mut obj);
+        crate::store::defaults::apply(&t.gvr, &mut obj);
         // status is not applied through the main resource
         obj["status"] = current.get("status").cloned().unwrap_or(Value::Null);
         if obj["status"].is_null()
@@ -336,8 +343,9 @@ fn finish(
             (!e.set.is_empty()).then(|| fields::with_fields(e.raw, &e.set))
         })
         .collect();
-    if !applied.is_empty() {
-        out_entries.push(fields::entry(manager, "Apply", &obj, sub, now, applied));
+    if !owner.fields.is_empty() {
+        let entry = fields::entry(owner.manager, "Apply", &obj, sub, owner.time, owner.fields);
+        out_entries.push(entry);
     }
     fields::set_managed(&mut obj, out_entries);
     if sub == Some("resize") {
@@ -355,17 +363,22 @@ fn create(
     ctx: &SimContext,
     t: &Target,
     mut config: Value,
-    manager: &str,
-    applied: &FieldSet,
-    now: &str,
+    owner: &Owner,
 ) -> Result<(u16, Value), ApiError> {
     if t.gvr.namespaced {
         config["metadata"]["namespace"] = json!(t.namespace);
     }
     config["metadata"]["name"] = json!(t.name);
-    super::defaults::apply(&t.gvr, &mut config);
+    crate::store::defaults::apply(&t.gvr, &mut config);
     super::validation::validate_create(ctx, &t.gvr, &config)?;
-    let entry = fields::entry(manager, "Apply", &config, None, now, applied);
+    let entry = fields::entry(
+        owner.manager,
+        "Apply",
+        &config,
+        None,
+        owner.time,
+        owner.fields,
+    );
     fields::set_managed(&mut config, vec![entry]);
     let created = ctx.store.create(&t.gvr, config, "")?;
     Ok((201, created))

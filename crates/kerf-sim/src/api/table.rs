@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Req;
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::Gvr;
 
 /// kubectl's human duration (`45s`, `3m12s`, `5h`, `2d3h`, `40d`).
@@ -169,14 +169,56 @@ fn node_address(node: &Value, kind: &str) -> Value {
     text_or_none(found.map_or(&Value::Null, |a| &a["address"]))
 }
 
+/// The columns and the cells of one row of a Table.
+type Row = (Vec<Value>, Vec<Value>);
+
 /// The columns and cells of a built-in kind, in the real server's order (Name and Age
 /// included); None for kinds without a printer here.
-fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Value>)> {
-    let n = |p: &str| o.pointer(p).cloned().unwrap_or(json!(0));
-    let name = o["metadata"]["name"].clone();
-    let created = age(&o["metadata"]["creationTimestamp"], now);
-    let (cols, cells) = match (g.group, g.resource) {
-        ("", "pods") => (
+fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<Row> {
+    let row = Cells {
+        o,
+        name: o["metadata"]["name"].clone(),
+        created: age(&o["metadata"]["creationTimestamp"], now),
+    };
+    Some(match (g.group, g.resource) {
+        ("", "pods") => row.pod(now),
+        ("apps", "deployments") => row.deployment(),
+        ("apps", "statefulsets") => row.statefulset(),
+        ("apps", "replicasets") => row.replicaset(),
+        ("apps", "daemonsets") => row.daemonset(),
+        ("", "nodes") => row.node(),
+        ("", "namespaces") => row.namespace(),
+        ("policy", "poddisruptionbudgets") => row.pdb(),
+        ("", "events") => event_row(o, now),
+        _ => return None,
+    })
+}
+
+/// One object and the cells every printer starts or ends with.
+struct Cells<'a> {
+    o: &'a Value,
+    name: Value,
+    created: Value,
+}
+
+impl Cells<'_> {
+    /// The value at `p`, 0 when absent.
+    fn n(&self, p: &str) -> Value {
+        self.o.pointer(p).cloned().unwrap_or(json!(0))
+    }
+
+    /// `ready/desired` replicas.
+    fn ready_of_replicas(&self) -> Value {
+        json!(format!(
+            "{}/{}",
+            self.n("/status/readyReplicas"),
+            self.n("/spec/replicas")
+        ))
+    }
+
+    fn pod(self, now: DateTime<Utc>) -> Row {
+        let o = self.o;
+        (
             vec![
                 col("Name", "string"),
                 col("Ready", "string"),
@@ -189,18 +231,21 @@ fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Va
                 col_p("Readiness Gates", "string", 1),
             ],
             vec![
-                name,
+                self.name,
                 json!(ready_count(o)),
                 pod_status(o),
                 restarts(o, now),
-                created,
+                self.created,
                 text_or_none(&o["status"]["podIP"]),
                 text_or_none(&o["spec"]["nodeName"]),
                 text_or_none(&o["status"]["nominatedNodeName"]),
                 json!("<none>"),
             ],
-        ),
-        ("apps", "deployments") => (
+        )
+    }
+
+    fn deployment(self) -> Row {
+        (
             vec![
                 col("Name", "string"),
                 col("Ready", "string"),
@@ -209,34 +254,28 @@ fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Va
                 col("Age", "string"),
             ],
             vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    n("/status/readyReplicas"),
-                    n("/spec/replicas")
-                )),
-                n("/status/updatedReplicas"),
-                n("/status/availableReplicas"),
-                created,
+                self.name.clone(),
+                self.ready_of_replicas(),
+                self.n("/status/updatedReplicas"),
+                self.n("/status/availableReplicas"),
+                self.created,
             ],
-        ),
-        ("apps", "statefulsets") => (
+        )
+    }
+
+    fn statefulset(self) -> Row {
+        (
             vec![
                 col("Name", "string"),
                 col("Ready", "string"),
                 col("Age", "string"),
             ],
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    n("/status/readyReplicas"),
-                    n("/spec/replicas")
-                )),
-                created,
-            ],
-        ),
-        ("apps", "replicasets") => (
+            vec![self.name.clone(), self.ready_of_replicas(), self.created],
+        )
+    }
+
+    fn replicaset(self) -> Row {
+        (
             vec![
                 col("Name", "string"),
                 col("Desired", "integer"),
@@ -245,14 +284,17 @@ fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Va
                 col("Age", "string"),
             ],
             vec![
-                name,
-                n("/spec/replicas"),
-                n("/status/replicas"),
-                n("/status/readyReplicas"),
-                created,
+                self.name.clone(),
+                self.n("/spec/replicas"),
+                self.n("/status/replicas"),
+                self.n("/status/readyReplicas"),
+                self.created,
             ],
-        ),
-        ("apps", "daemonsets") => (
+        )
+    }
+
+    fn daemonset(self) -> Row {
+        (
             vec![
                 col("Name", "string"),
                 col("Desired", "integer"),
@@ -264,59 +306,68 @@ fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Va
                 col("Age", "string"),
             ],
             vec![
-                name,
-                n("/status/desiredNumberScheduled"),
-                n("/status/currentNumberScheduled"),
-                n("/status/numberReady"),
-                n("/status/updatedNumberScheduled"),
-                n("/status/numberAvailable"),
-                node_selector(o),
-                created,
+                self.name.clone(),
+                self.n("/status/desiredNumberScheduled"),
+                self.n("/status/currentNumberScheduled"),
+                self.n("/status/numberReady"),
+                self.n("/status/updatedNumberScheduled"),
+                self.n("/status/numberAvailable"),
+                node_selector(self.o),
+                self.created,
             ],
-        ),
-        ("", "nodes") => {
-            let ready = o["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            let info = &o["status"]["nodeInfo"];
-            (
-                vec![
-                    col("Name", "string"),
-                    col("Status", "string"),
-                    col("Roles", "string"),
-                    col("Age", "string"),
-                    col("Version", "string"),
-                    col_p("Internal-IP", "string", 1),
-                    col_p("External-IP", "string", 1),
-                    col_p("OS-Image", "string", 1),
-                    col_p("Kernel-Version", "string", 1),
-                    col_p("Container-Runtime", "string", 1),
-                ],
-                vec![
-                    name,
-                    json!(if ready { "Ready" } else { "NotReady" }),
-                    node_roles(o),
-                    created,
-                    info["kubeletVersion"].clone(),
-                    node_address(o, "InternalIP"),
-                    node_address(o, "ExternalIP"),
-                    text_or_none(&info["osImage"]),
-                    text_or_none(&info["kernelVersion"]),
-                    text_or_none(&info["containerRuntimeVersion"]),
-                ],
-            )
-        }
-        ("", "namespaces") => (
+        )
+    }
+
+    fn node(self) -> Row {
+        let o = self.o;
+        let ready = o["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let info = &o["status"]["nodeInfo"];
+        (
+            vec![
+                col("Name", "string"),
+                col("Status", "string"),
+                col("Roles", "string"),
+                col("Age", "string"),
+                col("Version", "string"),
+                col_p("Internal-IP", "string", 1),
+                col_p("External-IP", "string", 1),
+                col_p("OS-Image", "string", 1),
+                col_p("Kernel-Version", "string", 1),
+                col_p("Container-Runtime", "string", 1),
+            ],
+            vec![
+                self.name,
+                json!(if ready { "Ready" } else { "NotReady" }),
+                node_roles(o),
+                self.created,
+                info["kubeletVersion"].clone(),
+                node_address(o, "InternalIP"),
+                node_address(o, "ExternalIP"),
+                text_or_none(&info["osImage"]),
+                text_or_none(&info["kernelVersion"]),
+                text_or_none(&info["containerRuntimeVersion"]),
+            ],
+        )
+    }
+
+    fn namespace(self) -> Row {
+        (
             vec![
                 col("Name", "string"),
                 col("Status", "string"),
                 col("Age", "string"),
             ],
-            vec![name, o["status"]["phase"].clone(), created],
-        ),
-        ("policy", "poddisruptionbudgets") => (
+            vec![self.name, self.o["status"]["phase"].clone(), self.created],
+        )
+    }
+
+    fn pdb(self) -> Row {
+        let or_na = |p: &str| self.o.pointer(p).cloned().unwrap_or(json!("N/A"));
+        (
             vec![
                 col("Name", "string"),
                 col("Min Available", "string"),
@@ -325,21 +376,14 @@ fn builtin(g: &Gvr, o: &Value, now: DateTime<Utc>) -> Option<(Vec<Value>, Vec<Va
                 col("Age", "string"),
             ],
             vec![
-                name,
-                o.pointer("/spec/minAvailable")
-                    .cloned()
-                    .unwrap_or(json!("N/A")),
-                o.pointer("/spec/maxUnavailable")
-                    .cloned()
-                    .unwrap_or(json!("N/A")),
-                n("/status/disruptionsAllowed"),
-                created,
+                self.name.clone(),
+                or_na("/spec/minAvailable"),
+                or_na("/spec/maxUnavailable"),
+                self.n("/status/disruptionsAllowed"),
+                self.created.clone(),
             ],
-        ),
-        ("", "events") => event_row(o, now),
-        _ => return None,
-    };
-    Some((cols, cells))
+        )
+    }
 }
 
 fn node_selector(o: &Value) -> Value {

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use super::Req;
 use super::list::Selection;
-use super::routes::Target;
-use crate::sim::SimContext;
+use super::target::Target;
+use crate::context::SimContext;
 use crate::store::{ApiError, StoreEvent, StoreEventType, StoredObject};
 
 /// Default watch length when the client gives no `timeoutSeconds`.

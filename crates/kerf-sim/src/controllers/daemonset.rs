@@ -114,69 +114,92 @@ pub fn plan(
 async fn reconcile(ctx: &Ctx, ds: &Value, nodes: &[Value], owned: &[&Value]) {
     let template = ds.pointer("/spec/template").cloned().unwrap_or(json!({}));
     let hash = template_hash(&template);
-    let node_names: Vec<&str> = eligible(ds, nodes).into_iter().map(name).collect();
-    let mut by_node: BTreeMap<String, NodePods> = node_names
-        .iter()
-        .map(|n| (n.to_string(), NodePods::default()))
-        .collect();
-    let pod_node = |p: &Value| {
-        p.pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let is_new = |p: &Value| {
-        p.pointer(&format!("/metadata/labels/{REVISION_LABEL}"))
-            .and_then(Value::as_str)
-            == Some(hash.as_str())
-    };
-    for p in owned {
-        match by_node.get_mut(&pod_node(p)) {
-            Some(entry) if is_new(p) => entry.new.push(pod_ready(p)),
-            Some(entry) => entry.old.push(pod_ready(p)),
-            // A pod on a node it no longer belongs on.
-            None => {
-                let _ = ctx.store.delete(&gvr::PODS, Some(namespace(p)), name(p));
-            }
-        }
-    }
+    let by_node = group_by_node(ctx, ds, nodes, owned, &hash);
     let desired = i64::try_from(by_node.len()).unwrap_or(0);
-    let rolling = (ds
-        .pointer("/spec/updateStrategy/type")
-        .and_then(Value::as_str)
-        != Some("OnDelete"))
-    .then(|| {
-        let surge = scaled_value(
-            ds.pointer("/spec/updateStrategy/rollingUpdate/maxSurge"),
-            desired,
-            true,
-            0,
-        );
-        let unavailable = scaled_value(
-            ds.pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable"),
-            desired,
-            true,
-            1,
-        );
-        (
-            surge,
-            if surge == 0 {
-                unavailable.max(1)
-            } else {
-                unavailable
-            },
-        )
-    });
-    for (node, action) in plan(&by_node, rolling) {
+    for (node, action) in plan(&by_node, rolling_budget(ds, desired)) {
         match action {
             DsAction::Create => create(ctx, ds, &template, &hash, &node).await,
             DsAction::DeleteOld => {
-                for p in owned.iter().filter(|p| pod_node(p) == node && !is_new(p)) {
+                let old = owned
+                    .iter()
+                    .filter(|p| pod_node(p) == node && !is_new(p, &hash));
+                for p in old {
                     let _ = ctx.store.delete(&gvr::PODS, Some(namespace(p)), name(p));
                 }
             }
         }
     }
+    write_status(ctx, ds, owned, &by_node);
+}
+
+/// The node a pod is bound to ("" while unbound).
+fn pod_node(p: &Value) -> String {
+    p.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Whether a pod is of the current template (`hash`).
+fn is_new(p: &Value, hash: &str) -> bool {
+    p.pointer(&format!("/metadata/labels/{REVISION_LABEL}"))
+        .and_then(Value::as_str)
+        == Some(hash)
+}
+
+/// The owned pods of each eligible node, old and new revision; a pod on a node it no
+/// longer belongs on is deleted.
+fn group_by_node(
+    ctx: &Ctx,
+    ds: &Value,
+    nodes: &[Value],
+    owned: &[&Value],
+    hash: &str,
+) -> BTreeMap<String, NodePods> {
+    let mut by_node: BTreeMap<String, NodePods> = eligible(ds, nodes)
+        .into_iter()
+        .map(|n| (name(n).to_string(), NodePods::default()))
+        .collect();
+    for p in owned {
+        match by_node.get_mut(&pod_node(p)) {
+            Some(entry) if is_new(p, hash) => entry.new.push(pod_ready(p)),
+            Some(entry) => entry.old.push(pod_ready(p)),
+            None => {
+                let _ = ctx.store.delete(&gvr::PODS, Some(namespace(p)), name(p));
+            }
+        }
+    }
+    by_node
+}
+
+/// `(max_surge, max_unavailable)` of a RollingUpdate DaemonSet of `desired` pods (both
+/// rounded up; at least one unavailable without surge), `None` for OnDelete.
+fn rolling_budget(ds: &Value, desired: i64) -> Option<(i64, i64)> {
+    let strategy = ds
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Value::as_str);
+    if strategy == Some("OnDelete") {
+        return None;
+    }
+    let rolling = |field: &str, default: i64| {
+        let path = format!("/spec/updateStrategy/rollingUpdate/{field}");
+        scaled_value(ds.pointer(&path), desired, true, default)
+    };
+    let surge = rolling("maxSurge", 0);
+    let unavailable = rolling("maxUnavailable", 1);
+    Some((
+        surge,
+        if surge == 0 {
+            unavailable.max(1)
+        } else {
+            unavailable
+        },
+    ))
+}
+
+/// Writes the DaemonSet status from the pods on eligible nodes.
+fn write_status(ctx: &Ctx, ds: &Value, owned: &[&Value], by_node: &BTreeMap<String, NodePods>) {
+    let desired = i64::try_from(by_node.len()).unwrap_or(0);
     let now = ctx.clock.now();
     let min_ready = int_at(ds, "/spec/minReadySeconds", 0);
     let count = |f: &dyn Fn(&Value) -> bool| {

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::actuation::restart_entry;
 use super::{MANAGER, render_cadvisor};
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::gvr;
 
 /// A fault to inject into a running container.

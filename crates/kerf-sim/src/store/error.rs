@@ -4,6 +4,9 @@ use serde_json::{Value, json};
 
 use super::Gvr;
 
+/// `(reason, field, message)` of one cause of a 422 Invalid.
+pub type Cause = (String, String, String);
+
 /// An API error, rendered as a metav1 Status.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{code} {reason}: {message}")]
@@ -65,13 +68,8 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "BadRequest", message, None)
     }
-    /// 422 Invalid with causes `(reason, field, message)`; the message lists them.
-    pub fn invalid(
-        kind: &str,
-        group: &str,
-        name: &str,
-        causes: &[(String, String, String)],
-    ) -> ApiError {
+    /// 422 Invalid with causes; the message lists them.
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: &[Cause]) -> ApiError {
         let kind_str = if group.is_empty() {
             kind.to_string()
         } else {

@@ -1,6 +1,79 @@
-//! The built-in kinds.
+//! Group/version/resource: the type of a kind, and the built-in kinds.
 
-use super::Gvr;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// A group/version/resource with its kind and scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gvr {
+    /// API group, "" for the core group.
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource name.
+    pub resource: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl Gvr {
+    /// The resource key used in events and errors: `pods`, `deployments.apps`.
+    pub fn key(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether objects of this kind carry `metadata.generation`.
+    pub fn has_generation(&self) -> bool {
+        !matches!(
+            self.resource,
+            "configmaps" | "secrets" | "namespaces" | "nodes" | "events" | "leases"
+        )
+    }
+
+    /// A Gvr for a kind defined at run time (a CRD); the strings are interned.
+    pub fn dynamic(
+        group: &str,
+        version: &str,
+        resource: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> Gvr {
+        Gvr {
+            group: intern(group),
+            version: intern(version),
+            resource: intern(resource),
+            kind: intern(kind),
+            namespaced,
+        }
+    }
+}
+
+fn intern(s: &str) -> &'static str {
+    static POOL: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = pool.get_or_insert_with(HashSet::new);
+    if let Some(v) = pool.get(s) {
+        return v;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    pool.insert(leaked);
+    leaked
+}
 
 const fn g(
     group: &'static str,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
-use crate::api::validation::quantity;
+use crate::quantity::quantity;
 use crate::store::ApiError;
 
 /// The user of a request without an `Impersonate-User` header (the kubeconfig's token).
@@ -34,7 +34,7 @@ struct Inner {
     quotas: HashMap<String, Quota>,
 }
 
-/// The switches, shared through [`crate::controllers::SimState`].
+/// The switches, shared through [`crate::context::SimState`].
 #[derive(Debug, Clone, Default)]
 pub struct ResizeFaults {
     inner: Arc<Mutex<Inner>>,

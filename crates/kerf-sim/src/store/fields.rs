@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// One path element in the `FieldsV1` key syntax: `f:name`, `k:{"name":"app"}` or `v:"x"`.
 pub type PathElem = String;
@@ -427,5 +427,34 @@ pub fn set_managed(obj: &mut Value, mut entries: Vec<Value>) {
     });
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("managedFields".into(), Value::Array(entries));
+    }
+}
+/// The value at a field path, if present.
+pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = obj;
+    for e in path {
+        if let Some(f) = e.strip_prefix("f:") {
+            cur = cur.get(f)?;
+        } else if let Some(k) = e.strip_prefix("k:") {
+            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+            cur = cur.as_array()?.iter().find(|item| {
+                key.iter()
+                    .all(|(kk, kv)| item_field(item, kk) == Some(kv.clone()))
+            })?;
+        } else if let Some(v) = e.strip_prefix("v:") {
+            let v: Value = serde_json::from_str(v).ok()?;
+            cur = cur.as_array()?.iter().find(|x| **x == v)?;
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+fn item_field(item: &Value, k: &str) -> Option<Value> {
+    match item.get(k) {
+        Some(v) => Some(v.clone()),
+        None if k == "protocol" => Some(json!("TCP")),
+        None => None,
     }
 }

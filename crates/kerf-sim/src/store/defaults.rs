@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::store::{Gvr, gvr};
+use super::gvr::{self, Gvr};
 
 fn set_default(obj: &mut Value, key: &str, v: Value) {
     if let Some(m) = obj.as_object_mut()

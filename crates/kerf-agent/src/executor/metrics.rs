@@ -1,0 +1,104 @@
+//! Executor and health watch metrics: actuating calls by action and result, rollbacks by
+//! reason, and RBAC refusals by resource (design D17). Each error of an actuating call
+//! implements [`ActionError`] where it is defined.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Labels of an action: what was done and how it ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    /// `resize`, `apply`, `evict`, `hpa_patch`, `release`, `rollback`.
+    pub action: String,
+    /// `ok` or an error category.
+    pub result: String,
+}
+
+/// Labels of a rollback.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Contract reason (`OOMKills`, `Restarts`, `Throttling`).
+    pub reason: String,
+}
+
+/// Labels of a refused API call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// The API resource (`pods/resize`, `deployments`, ...).
+    pub resource: String,
+}
+
+/// Executor and health watch metrics.
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorMetrics {
+    /// `kerf_agent_actions_total{action, result}`.
+    pub actions: Family<ActionLabels, Counter>,
+    /// `kerf_agent_rollbacks_total{reason}`.
+    pub rollbacks: Family<ReasonLabel, Counter>,
+    /// `kerf_agent_permission_denied_total{resource}`: RBAC refusals (design D17).
+    pub permission_denied: Family<ResourceLabel, Counter>,
+}
+
+/// An error of an actuating call: a bounded category for the `result` label, and its
+/// message (an RBAC denial names the missing permission there).
+pub trait ActionError: std::fmt::Display {
+    /// A short, bounded name (`forbidden`, `conflict`, ...).
+    fn category(&self) -> &'static str;
+}
+
+impl ExecutorMetrics {
+    /// Registers the metrics in `registry` (the agent's `kerf_agent` registry).
+    pub fn register(registry: &mut Registry) -> ExecutorMetrics {
+        let m = ExecutorMetrics::default();
+        registry.register(
+            "actions",
+            "Actuating API calls by action and result",
+            m.actions.clone(),
+        );
+        registry.register("rollbacks", "Rollbacks by reason", m.rollbacks.clone());
+        registry.register(
+            "permission_denied",
+            "API calls refused by RBAC, by resource",
+            m.permission_denied.clone(),
+        );
+        m
+    }
+
+    /// Counts one actuating call (`actions_total{action, result}`). A refusal by RBAC also
+    /// counts under `permission_denied_total{resource}` and logs the permission to grant
+    /// (design D17).
+    pub fn observe<T, E: ActionError>(&self, action: &str, res: &Result<T, E>) {
+        let result = match res {
+            Ok(_) => "ok",
+            Err(e) => e.category(),
+        };
+        self.actions
+            .get_or_create(&ActionLabels {
+                action: action.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+        let Err(e) = res else {
+            return;
+        };
+        let message = e.to_string();
+        if let Some(p) = super::error::missing_permission(&message) {
+            self.permission_denied
+                .get_or_create(&ResourceLabel {
+                    resource: p.resource.clone(),
+                })
+                .inc();
+            tracing::error!(
+                action,
+                user = %p.user,
+                verb = %p.verb,
+                resource = %p.resource,
+                api_group = %p.group,
+                namespace = p.namespace.as_deref().unwrap_or("(cluster scope)"),
+                "RBAC refused an actuating call: grant this permission to the agent's ServiceAccount"
+            );
+        }
+    }
+}

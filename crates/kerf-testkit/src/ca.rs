@@ -1,0 +1,60 @@
+//! A test certificate authority that signs serving certificates for 127.0.0.1.
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+
+/// A self-signed CA.
+pub struct TestCa {
+    params: CertificateParams,
+    key: KeyPair,
+    pem: String,
+}
+
+/// A serving certificate signed by a [`TestCa`].
+pub struct Leaf {
+    /// The certificate, PEM.
+    pub cert_pem: String,
+    /// Its private key, PEM (PKCS#8).
+    pub key_pem: String,
+    /// The certificate, DER.
+    pub cert_der: Vec<u8>,
+    /// Its private key, DER (PKCS#8).
+    pub key_der: Vec<u8>,
+}
+
+impl TestCa {
+    /// A fresh CA named `kerf-test-ca`.
+    pub fn new() -> anyhow::Result<TestCa> {
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "kerf-test-ca");
+        let key = KeyPair::generate()?;
+        let pem = params.self_signed(&key)?.pem();
+        Ok(TestCa { params, key, pem })
+    }
+
+    /// The CA certificate, PEM (what clients trust; a webhook's caBundle).
+    pub fn pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// A serving certificate for the DNS name `dns` and the IP 127.0.0.1, with common
+    /// name `cn`.
+    pub fn leaf(&self, dns: &str, cn: &str) -> anyhow::Result<Leaf> {
+        let mut params = CertificateParams::new(vec![dns.to_owned()])?;
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress([127, 0, 0, 1].into()));
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate()?;
+        let issuer = Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok(Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! Test set-up shared by the tests of the workspace: the simulated cluster they start by
+//! default, Kerf's CRDs applied to a cluster, a test CA for TLS servers, and [`eventually`],
+//! which polls a condition until it holds or a deadline passes.
+//!
+//! A dev-dependency only: nothing here is linked into the agent.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kerf_api::{RightsizingPolicy, RightsizingRecommendation};
+use kerf_sim::sim::{Sim, SimConfig};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::{Api, Client};
+use serde::Deserialize;
+
+mod ca;
+
+pub use ca::{Leaf, TestCa};
+
+/// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
+pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
+
+/// How long set-up waits for the cluster (CRDs served and the like).
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// How often [`eventually`] checks its condition.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// The simulated cluster tests start by default: [`SimConfig::default`] with pods Ready
+/// 50 ms after they are bound.
+pub fn sim_config() -> SimConfig {
+    SimConfig {
+        kubelet_ready_delay: Duration::from_millis(50),
+        ..SimConfig::default()
+    }
+}
+
+/// A simulated cluster of [`sim_config`]: API server, controllers and kubelet.
+pub async fn sim() -> anyhow::Result<Sim> {
+    Sim::start(sim_config()).await
+}
+
+/// A simulated API server alone: no controllers and no kubelet, so objects stay as the
+/// test writes them.
+pub async fn api_sim() -> anyhow::Result<Sim> {
+    Sim::start(SimConfig {
+        run_controllers: false,
+        ..SimConfig::default()
+    })
+    .await
+}
+
+/// Polls `check` every [`POLL`] until it gives a value, for `timeout` at most; the error
+/// names `what` was awaited.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits up to `timeout` until at least `n` pods of namespace `ns` match the label
+/// selector `labels`; answers them as JSON. A failed list is an error at once.
+pub async fn pods(
+    client: &Client,
+    ns: &str,
+    labels: &str,
+    n: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let what = format!("{n} pods of {labels} in {ns}");
+    let items = eventually(&what, timeout, || async {
+        match api.list(&ListParams::default().labels(labels)).await {
+            Err(e) => Some(Err(e)),
+            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
+        }
+    })
+    .await??;
+    items
+        .into_iter()
+        .map(|p| Ok(serde_json::to_value(p)?))
+        .collect()
+}
+
+/// Applies [`CRDS`] (an existing CRD is kept) and waits until RightsizingPolicies and
+/// RightsizingRecommendations are served.
+pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for doc in serde_yaml::Deserializer::from_str(CRDS) {
+        let crd = CustomResourceDefinition::deserialize(doc)?;
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let policies = dynamic_api(client, &ApiResource::erase::<RightsizingPolicy>(&()));
+    let rsrs = dynamic_api(
+        client,
+        &ApiResource::erase::<RightsizingRecommendation>(&()),
+    );
+    eventually("Kerf's CRDs to be served", WAIT, || async {
+        let served = policies.list(&ListParams::default()).await.is_ok()
+            && rsrs.list(&ListParams::default()).await.is_ok();
+        served.then_some(())
+    })
+    .await
+}
+
+/// Runs `kubectl` with `args` against the cluster of `kubeconfig`, writing `stdin` to it;
+/// answers whether it succeeded and its output (stdout, then stderr).
+pub fn kubectl(
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<(bool, String)> {
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}
+
+fn dynamic_api(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), ar)
+}
