@@ -199,6 +199,8 @@ async fn reconcile_entry(
         let input = StatusInput {
             previous: &s,
             decision: None,
+            facts: None,
+            policy_name: policy.policy_name.as_deref(),
             generation: rsr.metadata.generation,
             invalid: &[],
             rollout_in_progress: false,
@@ -348,6 +350,8 @@ async fn reconcile_entry(
         s = status::build_status(&StatusInput {
             previous: &s,
             decision: Some(&decision),
+            facts: Some(&f),
+            policy_name: policy.policy_name.as_deref(),
             generation: rsr.metadata.generation,
             invalid: &invalid,
             rollout_in_progress: rolling(&workload),
@@ -377,6 +381,8 @@ async fn reconcile_entry(
     let input = StatusInput {
         previous: &s,
         decision: Some(&decision),
+        facts: Some(&f),
+        policy_name: policy.policy_name.as_deref(),
         generation: rsr.metadata.generation,
         invalid: &invalid,
         rollout_in_progress,
@@ -407,8 +413,12 @@ async fn reconcile_entry(
         };
         new.reported = dedup::mark_reported(&new.reported, &acked.candidate, &c);
     }
+    let warning = status::invalid_warning(&writer.last, &new);
     if status::status_changed(Some(&writer.last), &new) {
         writer.write(&new).await?;
+    }
+    if let Some((reason, message)) = warning {
+        recorder.warn(&rsr_ref, reason, &message, now).await;
     }
     for r in reports {
         let already = memory
@@ -560,6 +570,8 @@ async fn invalid_rsr(
     let input = StatusInput {
         previous: &s.clone(),
         decision: None,
+        facts: None,
+        policy_name: None,
         generation: entry.generation,
         invalid: &invalid,
         rollout_in_progress: false,
