@@ -150,7 +150,11 @@ fn kept_in_place(s: &RightsizingRecommendationStatus, container: &str, r: Resour
 /// Why the rsr is in its phase; `None` keeps the previous reason (Pending).
 pub fn reason(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Option<String> {
     let of_phase = match input.phase {
-        Phase::Applying | Phase::Applied => s.change.as_ref().map(applied_reason),
+        Phase::Applying | Phase::Applied => s
+            .change
+            .as_ref()
+            .map(applied_reason)
+            .or(input.decision.map(|d| d.reason())),
         Phase::RolledBack => s
             .last_rollback
             .as_ref()
