@@ -4,7 +4,7 @@
 
 use kerf_api::Resource;
 use kerf_api::policy::Strategy;
-use kerf_api::rsr::{ChangeRecord, ContainerChange};
+use kerf_api::rsr::{ChangeRecord, ContainerChange, Summary};
 use kerf_api::{Quantity, ResourceValues};
 
 /// `cpu 500m→300m, memory 512Mi→384Mi` for one container; `app: cpu 500m→300m;
@@ -115,4 +115,15 @@ pub fn failed(change: &ChangeRecord, what: &str, error: &str) -> String {
         values(change, &[]),
         carrier(change)
     )
+}
+
+/// A skip or block message with the pod's requests as `kubectl get rsr` shows them:
+/// `cpu is in mode audit (cpu 800m→400m, memory 2Gi→1536Mi)`, cut to the contract's
+/// length.
+pub fn with_requests(message: &str, summary: &Summary) -> String {
+    let (Some(cpu), Some(memory)) = (&summary.cpu, &summary.memory) else {
+        return message.to_owned();
+    };
+    let text = format!("{message} (cpu {cpu}, memory {memory})");
+    kerf_api::event::cut_message(&text).to_owned()
 }

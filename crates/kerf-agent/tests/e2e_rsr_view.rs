@@ -235,6 +235,13 @@ fn assert_events(env: &Env) -> anyhow::Result<()> {
             && m == "cpu 200m→150m, memory 256Mi→200Mi by rollout"),
         "{roll:#?}"
     );
+    let search = events_of(env, "search")?;
+    assert!(
+        search.iter().any(|(t, r, m)| t == "Normal"
+            && r == "ModeAudit"
+            && m.ends_with("(cpu 800m→400m, memory 2Gi→1536Mi)")),
+        "{search:#?}"
+    );
     let bad = events_of(env, "bad")?;
     let warnings: Vec<_> = bad
         .iter()

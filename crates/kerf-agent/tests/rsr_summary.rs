@@ -333,3 +333,18 @@ fn event_messages_carry_the_values() {
         failed.message.unwrap_or_default().starts_with("resize of cpu 500m→300m"),
     );
 }
+
+#[test]
+fn skip_and_block_messages_carry_the_requests() {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
+    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    let sum = s.summary.clone().unwrap_or_default();
+    assert_eq!(
+        event_text::with_requests("cpu and memory are in mode audit", &sum),
+        "cpu and memory are in mode audit (cpu 800m→400m, memory 2Gi→1536Mi)"
+    );
+}

@@ -398,11 +398,17 @@ async fn reconcile_entry(
         policy_hash: &policy_hash,
         tolerance_milli_percent: ctx.settings.tolerance.percent_milli,
     };
-    let reports = if matches!(decision.outcome, Outcome::Apply(_)) {
+    let mut reports = if matches!(decision.outcome, Outcome::Apply(_)) {
         Vec::new()
     } else {
         report::reports(&decision, &ew, &rsr.spec.recommendation_id, now)
     };
+    if let Some(sum) = &new.summary {
+        for r in &mut reports {
+            let m = r.event.message.as_deref().unwrap_or_default();
+            r.event.message = Some(crate::event_text::with_requests(m, sum));
+        }
+    }
     let current: Vec<_> = reports.iter().map(|r| r.candidate.clone()).collect();
     new.reported = dedup::retain_current(&new.reported, &current);
     for acked in memory.acked_reports.remove(key).unwrap_or_default() {
