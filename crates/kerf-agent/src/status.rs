@@ -241,7 +241,8 @@ fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) 
             String::new(),
         );
     } else {
-        s.conditions.retain(|c| c.type_ != wk::CONDITION_PROGRESSING);
+        s.conditions
+            .retain(|c| c.type_ != wk::CONDITION_PROGRESSING);
     }
 }
 

@@ -46,7 +46,11 @@ pub struct SummaryInput<'a> {
 pub fn summary(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Summary {
     let prev = s.summary.clone().unwrap_or_default();
     let show = |r: Resource| match input.facts {
-        Some(f) => Some(request_text(r, running_request(f, s, r), recommended_request(f, s, r))),
+        Some(f) => Some(request_text(
+            r,
+            running_request(f, s, r),
+            recommended_request(f, s, r),
+        )),
         None => match r {
             Resource::Cpu => prev.cpu.clone(),
             Resource::Memory => prev.memory.clone(),

@@ -53,8 +53,14 @@ fn table(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     }
     let slice = |chars: &[char], k: usize| -> String {
         let start = starts[k].min(chars.len());
-        let end = starts.get(k + 1).map_or(chars.len(), |e| (*e).min(chars.len()));
-        chars[start..end].iter().collect::<String>().trim().to_owned()
+        let end = starts
+            .get(k + 1)
+            .map_or(chars.len(), |e| (*e).min(chars.len()));
+        chars[start..end]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .to_owned()
     };
     let names: Vec<String> = (0..starts.len()).map(|k| slice(&header, k)).collect();
     let mut rows = BTreeMap::new();
@@ -70,7 +76,11 @@ fn table(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     rows
 }
 
-fn cell<'a>(rows: &'a BTreeMap<String, BTreeMap<String, String>>, name: &str, col: &str) -> &'a str {
+fn cell<'a>(
+    rows: &'a BTreeMap<String, BTreeMap<String, String>>,
+    name: &str,
+    col: &str,
+) -> &'a str {
     rows.get(name)
         .and_then(|r| r.get(col))
         .map_or("(missing)", String::as_str)
@@ -173,12 +183,35 @@ fn oom(env: &Env, pod: String) -> anyhow::Result<()> {
 fn assert_default_table(env: &Env) -> anyhow::Result<()> {
     let t = kubectl(env, &["get", "rsr", "-A"])?;
     // Applied, and later passes with nothing to do keep its reason.
-    assert_row(&t, "web", ["Applied", "300m", "384Mi", "RecommendationApplied"]);
-    assert_row(&t, "search", ["Skipped", "800m→400m", "2Gi→1536Mi", "ModeAudit"]);
-    assert_row(&t, "bad", ["Skipped", "200m→150m", "256Mi→200Mi", "InvalidAnnotation"]);
-    assert_row(&t, "shaky", ["Blocked", "200m→150m", "256Mi→200Mi", "LowConfidence"]);
-    assert_row(&t, "roll", ["Applied", "150m", "200Mi", "RecommendationApplied"]);
-    assert!(!t.contains("POLICY"), "priority-1 columns only with -o wide:\n{t}");
+    assert_row(
+        &t,
+        "web",
+        ["Applied", "300m", "384Mi", "RecommendationApplied"],
+    );
+    assert_row(
+        &t,
+        "search",
+        ["Skipped", "800m→400m", "2Gi→1536Mi", "ModeAudit"],
+    );
+    assert_row(
+        &t,
+        "bad",
+        ["Skipped", "200m→150m", "256Mi→200Mi", "InvalidAnnotation"],
+    );
+    assert_row(
+        &t,
+        "shaky",
+        ["Blocked", "200m→150m", "256Mi→200Mi", "LowConfidence"],
+    );
+    assert_row(
+        &t,
+        "roll",
+        ["Applied", "150m", "200Mi", "RecommendationApplied"],
+    );
+    assert!(
+        !t.contains("POLICY"),
+        "priority-1 columns only with -o wide:\n{t}"
+    );
     Ok(())
 }
 
@@ -202,8 +235,17 @@ fn assert_wide_table(env: &Env) -> anyhow::Result<()> {
 fn assert_describe_applied(env: &Env) -> anyhow::Result<()> {
     let web = kubectl(env, &["describe", "rsr", "-n", &env.ns, "web"])?;
     assert!(web.contains("Applied:"), "{web}");
-    for never in ["Failed:", "Rolled Back:", "Fallback:", "Released:", "Progressing"] {
-        assert!(!web.contains(never), "{never} in describe of an in-place change:\n{web}");
+    for never in [
+        "Failed:",
+        "Rolled Back:",
+        "Fallback:",
+        "Released:",
+        "Progressing",
+    ] {
+        assert!(
+            !web.contains(never),
+            "{never} in describe of an in-place change:\n{web}"
+        );
     }
     let pods: Vec<String> = web
         .lines()
@@ -216,7 +258,10 @@ fn assert_describe_applied(env: &Env) -> anyhow::Result<()> {
     let roll = kubectl(env, &["describe", "rsr", "-n", &env.ns, "roll"])?;
     assert!(roll.contains("Progressing"), "rollout:\n{roll}");
     for never in ["Pods Accepted", "Failed:", "Rolled Back:"] {
-        assert!(!roll.contains(never), "{never} in describe of a rollout:\n{roll}");
+        assert!(
+            !roll.contains(never),
+            "{never} in describe of a rollout:\n{roll}"
+        );
     }
     Ok(())
 }
@@ -257,7 +302,10 @@ fn assert_events(env: &Env) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_shows_what_the_pods_run_and_why_in_every_phase() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-rsr-view").await?;
-    anyhow::ensure!(env.sim.is_some(), "this scenario runs kubectl against kerf-sim");
+    anyhow::ensure!(
+        env.sim.is_some(),
+        "this scenario runs kubectl against kerf-sim"
+    );
     workloads(&mut env).await?;
     // A few more passes that find nothing to do.
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -159,7 +159,10 @@ fn a_later_pass_with_nothing_to_do_keeps_the_reason_of_applied() {
         )
     );
     // An approved-once change keeps its own reason.
-    let mut approved = prev.change.clone().unwrap_or_else(|| in_place_change(ChangeState::Applied));
+    let mut approved = prev
+        .change
+        .clone()
+        .unwrap_or_else(|| in_place_change(ChangeState::Applied));
     approved.approval_id = Some("appr-7".into());
     let prev = RightsizingRecommendationStatus {
         change: Some(approved),
@@ -236,7 +239,9 @@ fn wide_fields_name_the_policy_the_last_change_and_when_the_block_ends() {
 }
 
 fn has_progressing(s: &RightsizingRecommendationStatus) -> bool {
-    s.conditions.iter().any(|c| c.type_ == wk::CONDITION_PROGRESSING)
+    s.conditions
+        .iter()
+        .any(|c| c.type_ == wk::CONDITION_PROGRESSING)
 }
 
 #[test]
@@ -322,15 +327,30 @@ fn event_messages_carry_the_values() {
     let text = released.message.unwrap_or_default();
     assert!(text.contains("cpu 500m→300m"), "{text}");
     let mut rollout = change.clone();
-    let fb = intent::fallback_event(&mut rollout, w.clone(), "ResizeInfeasible", "node full", now());
+    let fb = intent::fallback_event(
+        &mut rollout,
+        w.clone(),
+        "ResizeInfeasible",
+        "node full",
+        now(),
+    );
     assert_eq!(
         fb.message.as_deref(),
         Some("cpu 500m→300m, memory 512Mi→384Mi now by rollout: node full")
     );
     assert_eq!(rollout.event_ids.fallback, Some(fb.id.to_string()));
-    let failed = intent::failed_event(&change, w, wk::REASON_RESIZE_ERROR, &event_text::failed(&change, "resize", "forbidden"), now());
+    let failed = intent::failed_event(
+        &change,
+        w,
+        wk::REASON_RESIZE_ERROR,
+        &event_text::failed(&change, "resize", "forbidden"),
+        now(),
+    );
     assert!(
-        failed.message.unwrap_or_default().starts_with("resize of cpu 500m→300m"),
+        failed
+            .message
+            .unwrap_or_default()
+            .starts_with("resize of cpu 500m→300m"),
     );
 }
 

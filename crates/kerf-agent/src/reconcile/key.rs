@@ -403,12 +403,7 @@ async fn reconcile_entry(
     } else {
         report::reports(&decision, &ew, &rsr.spec.recommendation_id, now)
     };
-    if let Some(sum) = &new.summary {
-        for r in &mut reports {
-            let m = r.event.message.as_deref().unwrap_or_default();
-            r.event.message = Some(crate::event_text::with_requests(m, sum));
-        }
-    }
+    report::add_requests(&mut reports, new.summary.as_ref());
     let current: Vec<_> = reports.iter().map(|r| r.candidate.clone()).collect();
     new.reported = dedup::retain_current(&new.reported, &current);
     for acked in memory.acked_reports.remove(key).unwrap_or_default() {

@@ -228,3 +228,13 @@ pub fn reports(
     }
     out
 }
+
+/// Adds the pod's requests, as the CPU and MEMORY columns show them, to the message of
+/// every skip and block.
+pub fn add_requests(reports: &mut [Report], summary: Option<&kerf_api::rsr::Summary>) {
+    let Some(sum) = summary else { return };
+    for r in reports {
+        let m = r.event.message.as_deref().unwrap_or_default();
+        r.event.message = Some(crate::event_text::with_requests(m, sum));
+    }
+}

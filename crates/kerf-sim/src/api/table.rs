@@ -500,7 +500,10 @@ mod tests {
     fn date_cells_read_as_the_api_server_renders_them() {
         let now = at("2026-12-01T12:00:00Z");
         assert_eq!(date_cell(&Value::Null, now), Value::Null);
-        assert_eq!(date_cell(&json!("2026-12-01T11:55:00Z"), now), json!("5m0s"));
+        assert_eq!(
+            date_cell(&json!("2026-12-01T11:55:00Z"), now),
+            json!("5m0s")
+        );
         assert_eq!(
             date_cell(&json!("2026-12-01T13:00:00Z"), now),
             json!("<invalid>")
