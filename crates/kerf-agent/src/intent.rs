@@ -2,8 +2,10 @@
 //!
 //! Before any actuating write the change is recorded in `status.change`: id, state
 //! `Intent`, recommendation id, approval id, strategy, containers from/to, HPA change,
-//! every lifecycle event id (generated up front, so a resumed change re-emits with the same
-//! ids) and `startedAt`. The record moves `Intent -> Applying -> Applied` (then
+//! the id of its `applied` event and `startedAt`. The id of any other lifecycle event
+//! (fallback, rolled_back, released, failed) is recorded by [`allocate`] when that outcome
+//! is decided, in the same status write that precedes the event, so a resumed change
+//! re-emits with the same ids and the record names only events that were or will be sent. The record moves `Intent -> Applying -> Applied` (then
 //! `RollingBack -> RolledBack`, or `Released`). Status writes carry the resourceVersion the
 //! agent read: a 409 means someone else wrote (a newer leader, a user): the step stops,
 //! the rsr is read again and a deposed leader stops acting.
@@ -89,10 +91,7 @@ pub fn new_change(plan: &ApplyPlan, now: DateTime<Utc>) -> ChangeRecord {
         hpa: plan.hpa.clone(),
         event_ids: EventIds {
             applied: Some(new_id()),
-            fallback: Some(new_id()),
-            rolled_back: Some(new_id()),
-            released: Some(new_id()),
-            failed: Some(new_id()),
+            ..EventIds::default()
         },
         pending_events: Vec::new(),
         progress: None,
@@ -119,6 +118,17 @@ pub fn mark_applied(
         baselines: Default::default(),
         aggregated: None,
     });
+}
+
+/// The id recorded in `slot`, or a new one recorded there: called when an outcome is
+/// decided, before the status write that precedes its event (design D25).
+pub fn allocate(slot: &mut Option<String>) -> Uuid {
+    if let Some(id) = slot.as_deref().and_then(|s| Uuid::parse_str(s).ok()) {
+        return id;
+    }
+    let id = Uuid::new_v4();
+    *slot = Some(id.to_string());
+    id
 }
 
 /// Parses an event id recorded in the intent, or makes a new one.
@@ -179,20 +189,20 @@ pub fn applied_event(
         e.details
             .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
     }
-    let msg = format!("change {} by {}", change.id, change.strategy.as_str());
-    e.with_message(&msg)
+    e.with_message(&crate::event_text::applied(change))
 }
 
-/// The `fallback` event of a change (AP-11): strategy is the new one, rollout.
+/// The `fallback` event of a change (AP-11): strategy is the new one, rollout. Records
+/// its id in the change; the message names the values and why.
 pub fn fallback_event(
-    change: &ChangeRecord,
+    change: &mut ChangeRecord,
     workload: EventWorkload,
     reason: &str,
     message: &str,
     time: DateTime<Utc>,
 ) -> Event {
     let mut e = Event::new(
-        event_id(change.event_ids.fallback.as_ref()),
+        allocate(&mut change.event_ids.fallback),
         EventType::Fallback,
         time,
         workload,
@@ -201,7 +211,7 @@ pub fn fallback_event(
     e.recommendation_id = Some(change.recommendation_id.clone());
     e.strategy = Some(kerf_api::Strategy::Rollout.as_str().to_owned());
     e.resources = change.resources.clone();
-    e.with_message(message)
+    e.with_message(&crate::event_text::fallback(change, message))
 }
 
 /// The `released` event of a change (EV-46, design D21): the resources released now, the
@@ -232,10 +242,10 @@ pub fn released_event(
     );
     e.details
         .insert(wk::DETAIL_NEW_MODE.to_owned(), new_mode.to_owned());
-    let names: Vec<&str> = resources.iter().map(|r| r.as_str()).collect();
-    e.with_message(&format!(
-        "mode of {} changed from {previous_mode} to {new_mode}: field ownership released",
-        names.join(", ")
+    e.with_message(&crate::event_text::released(
+        change,
+        resources,
+        (previous_mode, new_mode),
     ))
 }
 
@@ -259,7 +269,7 @@ pub fn drop_resources(change: &mut ChangeRecord, resources: &[kerf_api::Resource
     }
 }
 
-/// The `failed` event of a change, with the recorded id.
+/// The `failed` event of a change, with the id recorded by [`allocate`].
 pub fn failed_event(
     change: &ChangeRecord,
     workload: EventWorkload,

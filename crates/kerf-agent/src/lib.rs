@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod event_text;
 pub mod executor;
 pub mod explain_cmd;
 pub mod failpoints;
@@ -17,4 +18,5 @@ pub mod rsr_sync;
 pub mod runtime;
 pub mod settings;
 pub mod status;
+pub mod summary;
 pub mod webhook;

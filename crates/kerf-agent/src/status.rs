@@ -10,7 +10,9 @@
 //!   moves only when a condition's status changes.
 //! - strategy: configured and effective; a fallback's rollout sticks until the configured
 //!   strategy changes (AP-10, AP-13).
-//! - summary for the printer columns (D5), from the decision.
+//! - summary for the printer columns (D5): [`crate::summary`].
+//! - Progressing only where a rollout matters: while one is in progress, or for a workload
+//!   whose changes go in by rollout; in-place and audit workloads do not show it otherwise.
 //!
 //! [`status_changed`] tells the caller whether a write is needed at all.
 
@@ -22,12 +24,16 @@ use kerf_api::rsr::{
 };
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{EffectivePolicy, Layer};
+use kerf_decide::facts::Facts;
 use kerf_decide::{Decision, Outcome};
+
+use crate::event_text;
+use crate::summary::{self, SummaryInput};
 
 /// An invalid input the Valid condition names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
-    /// InvalidSpec, InvalidAnnotation or ContainerNotFound.
+    /// InvalidSpec, InvalidAnnotation, InvalidPolicy or ContainerNotFound.
     pub reason: &'static str,
     /// The field or annotation and what is wrong.
     pub message: String,
@@ -40,10 +46,10 @@ pub fn invalid_inputs(policy: &EffectivePolicy, decision: Option<&Decision>) -> 
         .problems
         .iter()
         .map(|p| Invalid {
-            reason: if p.layer == Layer::Annotation {
-                wk::CONDITION_REASON_INVALID_ANNOTATION
-            } else {
-                wk::CONDITION_REASON_INVALID_SPEC
+            reason: match p.layer {
+                Layer::Annotation => wk::CONDITION_REASON_INVALID_ANNOTATION,
+                Layer::Policy => wk::CONDITION_REASON_INVALID_POLICY,
+                _ => wk::CONDITION_REASON_INVALID_SPEC,
             },
             message: format!("{} = {:?}: {}", p.field, p.value, p.message),
         })
@@ -67,6 +73,10 @@ pub struct StatusInput<'a> {
     pub previous: &'a RightsizingRecommendationStatus,
     /// The decision, when one was made.
     pub decision: Option<&'a Decision>,
+    /// The facts of the decision (template and recommendation), for CPU and MEMORY.
+    pub facts: Option<&'a Facts>,
+    /// The RightsizingPolicy that selects the workload.
+    pub policy_name: Option<&'a str>,
     /// metadata.generation of the rsr.
     pub generation: Option<i64>,
     /// Invalid fields and annotations (the Valid condition).
@@ -95,18 +105,27 @@ pub fn build_status(input: &StatusInput<'_>) -> RightsizingRecommendationStatus 
             memory: d.modes.memory,
         });
         s.strategy = Some(strategy_status(d, prev.strategy.as_ref()));
-        s.summary = Some(d.summary());
         s.next_window = match &d.outcome {
             Outcome::Block(b) if b.reason == wk::REASON_OUTSIDE_MAINTENANCE_WINDOW => b.next_window,
             _ => None,
         };
     }
+    let phase = phase(input, prev);
+    s.phase = Some(phase);
+    let mut summary = summary::summary(
+        &s,
+        &SummaryInput {
+            phase,
+            decision: input.decision,
+            facts: input.facts,
+            policy_name: input.policy_name,
+            invalid: input.invalid,
+        },
+    );
     if input.withdrawn {
-        let mut summary = s.summary.clone().unwrap_or_default();
         summary.reason = Some(SUMMARY_WITHDRAWN.to_owned());
-        s.summary = Some(summary);
     }
-    s.phase = Some(phase(input, prev));
+    s.summary = Some(summary);
     conditions(input, &mut s);
     s
 }
@@ -155,6 +174,7 @@ fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) 
     let generation = input.generation;
     let applied = applied_condition(s);
     let health = health_condition(s, now);
+    let by_rollout = changes_by_rollout(s);
     let mut set = |type_: &str, status, reason: &str, message: String| {
         set_condition(
             &mut s.conditions,
@@ -213,14 +233,32 @@ fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) 
             wk::CONDITION_REASON_ROLLOUT_IN_PROGRESS,
             "a rollout of the workload is in progress".to_owned(),
         );
-    } else {
+    } else if by_rollout {
         set(
             wk::CONDITION_PROGRESSING,
             ConditionStatus::False,
             wk::CONDITION_REASON_ROLLOUT_COMPLETE,
             String::new(),
         );
+    } else {
+        s.conditions
+            .retain(|c| c.type_ != wk::CONDITION_PROGRESSING);
     }
+}
+
+/// Whether the workload's changes go in by rollout: the last change did, or a resource is
+/// in auto-patch and the effective strategy is a rollout (Progressing matters only then).
+pub fn changes_by_rollout(s: &RightsizingRecommendationStatus) -> bool {
+    if let Some(c) = &s.change {
+        return c.strategy != Strategy::InPlace;
+    }
+    let auto = s.mode.as_ref().is_some_and(|m| {
+        m.cpu == kerf_api::policy::Mode::AutoPatch || m.memory == kerf_api::policy::Mode::AutoPatch
+    });
+    auto && s
+        .strategy
+        .as_ref()
+        .is_some_and(|st| st.effective != Strategy::InPlace)
 }
 
 fn applied_condition(
@@ -242,22 +280,22 @@ fn applied_condition(
         ChangeState::Applied => (
             ConditionStatus::True,
             reason,
-            format!("change {} by {} is live", c.id, c.strategy.as_str()),
+            format!("{} is live", event_text::applied(c)),
         ),
         ChangeState::Intent | ChangeState::Applying => (
             ConditionStatus::Unknown,
             wk::CONDITION_REASON_APPLYING,
-            format!("change {} by {} is going in", c.id, c.strategy.as_str()),
+            format!("{} is going in", event_text::applied(c)),
         ),
         ChangeState::RollingBack | ChangeState::RolledBack => (
             ConditionStatus::False,
             wk::CONDITION_REASON_NOT_APPLIED,
-            format!("change {} was rolled back", c.id),
+            format!("{} was rolled back", event_text::applied(c)),
         ),
         ChangeState::Released => (
             ConditionStatus::False,
             wk::CONDITION_REASON_NOT_APPLIED,
-            format!("change {}: field ownership released", c.id),
+            format!("{}: field ownership released", event_text::applied(c)),
         ),
     }
 }
@@ -316,6 +354,33 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
         }
         None => conditions.push(new),
     }
+}
+
+/// The Warning Kubernetes Event an invalid annotation or policy field calls for: when the
+/// Valid condition of `new` names one (InvalidAnnotation, InvalidPolicy) and `old` did not
+/// say the same. Returns the reason and the message (every invalid field).
+pub fn invalid_warning(
+    old: &RightsizingRecommendationStatus,
+    new: &RightsizingRecommendationStatus,
+) -> Option<(&'static str, String)> {
+    let valid = |s: &RightsizingRecommendationStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == wk::CONDITION_VALID)
+            .cloned()
+    };
+    let now = valid(new).filter(|c| c.status == ConditionStatus::False)?;
+    let reason = [
+        wk::CONDITION_REASON_INVALID_ANNOTATION,
+        wk::CONDITION_REASON_INVALID_POLICY,
+    ]
+    .into_iter()
+    .find(|r| *r == now.reason)?;
+    let before = valid(old);
+    let same = before.is_some_and(|b| {
+        b.status == now.status && b.reason == now.reason && b.message == now.message
+    });
+    (!same).then_some((reason, now.message))
 }
 
 /// Whether writing `new` would change anything (compare before writing).

@@ -33,7 +33,11 @@ use crate::quantity::{Resource, ResourceRequirements, ResourceValues};
     printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.summary.cpu"}"#,
     printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.summary.memory"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.summary.reason"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.summary.policy"}"#,
+    printcolumn = r#"{"name":"Confidence","type":"string","priority":1,"jsonPath":".spec.confidence"}"#,
+    printcolumn = r#"{"name":"Last Change","type":"date","priority":1,"jsonPath":".status.summary.lastChange"}"#,
+    printcolumn = r#"{"name":"Next","type":"string","priority":1,"jsonPath":".status.summary.next"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RightsizingRecommendationSpec {
@@ -186,14 +190,17 @@ pub struct StrategyStatus {
     pub fallback_reason: Option<String>,
 }
 
-/// Short strings for `kubectl get rsr` (design D5).
+/// Short strings for `kubectl get rsr` and `kubectl get rsr -o wide` (design D5).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// CPU request, `current→recommended` while they differ.
+    /// The pod's CPU request as its pods are meant to run it now (the live in-place values
+    /// where they apply, else the template), `current→recommended` while the hub's
+    /// recommendation differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub cpu: Option<String>,
-    /// Memory request, `current→recommended` while they differ.
+    /// The pod's memory request, like `cpu`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub memory: Option<String>,
@@ -201,10 +208,21 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub mode: Option<String>,
-    /// The current reason.
+    /// Why the rsr is in its phase (an invalid annotation or policy first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub reason: Option<String>,
+    /// The RightsizingPolicy that selects the workload (`-o wide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub policy: Option<String>,
+    /// When the last change became live, or started while it goes in (`-o wide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<DateTime<Utc>>,
+    /// When the next maintenance window opens or the block ends, RFC 3339 (`-o wide`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub next: Option<String>,
 }
 
 /// State of the change in flight (or the last one).

@@ -288,6 +288,9 @@ pub const CONDITION_REASON_VALID: &str = "Valid";
 pub const CONDITION_REASON_INVALID_SPEC: &str = "InvalidSpec";
 /// Valid=False: a workload annotation is invalid (the message names it).
 pub const CONDITION_REASON_INVALID_ANNOTATION: &str = "InvalidAnnotation";
+/// Valid=False: a field of the workload's RightsizingPolicy is invalid (the message names
+/// it); the rest of the policy still applies.
+pub const CONDITION_REASON_INVALID_POLICY: &str = "InvalidPolicy";
 /// Valid=False: a recommended container is missing from the template (design D8).
 pub const CONDITION_REASON_CONTAINER_NOT_FOUND: &str = "ContainerNotFound";
 /// Blocked=False: nothing blocks the workload.
@@ -316,6 +319,7 @@ pub const CONDITION_REASONS: &[&str] = &[
     CONDITION_REASON_VALID,
     CONDITION_REASON_INVALID_SPEC,
     CONDITION_REASON_INVALID_ANNOTATION,
+    CONDITION_REASON_INVALID_POLICY,
     CONDITION_REASON_CONTAINER_NOT_FOUND,
     CONDITION_REASON_NOT_BLOCKED,
     CONDITION_REASON_APPLIED,

@@ -298,9 +298,29 @@ fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age(
     assert_eq!(
         names,
         [
-            "Kind", "Workload", "Mode", "Phase", "Strategy", "CPU", "Memory", "Reason", "Age"
+            "Kind",
+            "Workload",
+            "Mode",
+            "Phase",
+            "Strategy",
+            "CPU",
+            "Memory",
+            "Reason",
+            "Age",
+            "Policy",
+            "Confidence",
+            "Last Change",
+            "Next"
         ]
     );
+    // The default view shows the first nine; `-o wide` adds the rest (priority 1).
+    let priorities: Vec<i64> = cols
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["priority"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(priorities, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
     let phase = cols
         .as_array()
         .into_iter()

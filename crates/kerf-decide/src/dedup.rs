@@ -138,9 +138,32 @@ pub fn values_moved(
         return true;
     }
     now.iter().any(|(k, &v)| {
-        let old = last.get(k).and_then(|s| s.parse::<i64>().ok());
+        let old = last.get(k).and_then(|s| parse_reported(k, s));
         old.is_none_or(|old| moved(old, v, tolerance_milli_percent))
     })
+}
+
+/// The resource a `container/resource` key names.
+fn key_resource(key: &str) -> Option<Resource> {
+    match key.rsplit_once('/')?.1 {
+        "cpu" => Some(Resource::Cpu),
+        "memory" => Some(Resource::Memory),
+        _ => None,
+    }
+}
+
+/// A reported value as `status.reported` shows it: a Kubernetes quantity (`250m`,
+/// `1536Mi`), never a raw number of bytes.
+fn format_reported(key: &str, value: i64) -> String {
+    match key_resource(key) {
+        Some(r) => crate::quantity::format(r, value).0,
+        None => value.to_string(),
+    }
+}
+
+fn parse_reported(key: &str, text: &str) -> Option<i64> {
+    let r = key_resource(key)?;
+    crate::quantity::parse_quantity(r, text).ok()
 }
 
 /// `new` differs from `old` by the tolerance or more (from 0, any other value moved).
@@ -173,7 +196,7 @@ pub fn mark_reported(
         values: ctx
             .values
             .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
+            .map(|(k, v)| (k.clone(), format_reported(k, *v)))
             .collect(),
     });
     out

@@ -310,6 +310,7 @@ impl Decision {
             memory: Some(show(Resource::Memory)),
             mode: Some(mode),
             reason: Some(self.reason().to_owned()),
+            ..Summary::default()
         }
     }
 }

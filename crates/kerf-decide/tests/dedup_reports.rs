@@ -71,9 +71,14 @@ fn a_report_counts_only_once_acknowledged() {
     assert_eq!(reported[0].type_, "blocked");
     assert_eq!(reported[0].reason, "Cooldown");
     assert_eq!(reported[0].policy_hash, "p1");
+    // The values read as Kubernetes quantities, never raw millicores or bytes.
     assert_eq!(
         reported[0].values.get("app/cpu").map(String::as_str),
-        Some("250")
+        Some("250m")
+    );
+    assert_eq!(
+        reported[0].values.get("app/memory").map(String::as_str),
+        Some("512Mi")
     );
 }
 

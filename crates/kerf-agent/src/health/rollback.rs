@@ -151,6 +151,12 @@ impl Watcher {
         if !(ctx.may_write)() {
             return Err(HealthError::NotLeader);
         }
+        // The rolled_back id is recorded now, with the first write of the rollback (D25).
+        let mut change = change;
+        intent::allocate(&mut change.event_ids.rolled_back);
+        if let Some(c) = status.change.as_mut() {
+            c.event_ids.rolled_back = change.event_ids.rolled_back.clone();
+        }
         let event = rolled_back_event(&change, ctx, breach);
         mark_rolled_back(status, &change, breach, &event, ctx.now);
         writer.write(status).await?;
@@ -212,6 +218,11 @@ impl Watcher {
                 });
                 tracing::warn!(change = %change.id, attempt = n, error = %message, "rollback restore failed; retrying");
                 if n == FAILED_AFTER_ATTEMPTS {
+                    let mut change = change.clone();
+                    intent::allocate(&mut change.event_ids.failed);
+                    if let Some(c) = status.change.as_mut() {
+                        c.event_ids.failed = change.event_ids.failed.clone();
+                    }
                     let e = intent::failed_event(
                         &change,
                         ctx.event_workload.clone(),
@@ -328,18 +339,11 @@ pub fn rolled_back_event(change: &ChangeRecord, ctx: &RollbackCtx<'_>, breach: &
         e.details
             .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
     }
-    e.with_message(&format!(
-        "{}: restored {}",
-        breach.message,
-        names(&breach.restore)
+    e.with_message(&crate::event_text::rolled_back(
+        change,
+        &breach.restore,
+        &breach.message,
     ))
-}
-
-fn names(rs: &[Resource]) -> String {
-    rs.iter()
-        .map(|r| r.as_str())
-        .collect::<Vec<_>>()
-        .join(" and ")
 }
 
 /// The `action` label of the calls of a rollback.

@@ -350,7 +350,19 @@ async fn in_place(
                 });
             }
         }
-        InPlaceOutcome::AllAccepted => finish_applied(s, c, out),
+        InPlaceOutcome::AllAccepted => {
+            if let Some(ch) = s.change.as_mut() {
+                let total = ch.progress.as_ref().map_or_else(
+                    || i32::try_from(views.len()).unwrap_or(i32::MAX),
+                    |p| p.pods_total,
+                );
+                ch.progress = Some(ChangeProgress {
+                    pods_accepted: total,
+                    pods_total: total,
+                });
+            }
+            finish_applied(s, c, out)
+        }
         InPlaceOutcome::FallBack { reason, message } => {
             fall_back(s, c, reason.as_str(), &message, out);
             rollout_step(s, c, out).await?;
@@ -382,6 +394,8 @@ fn fall_back(
     });
     let Some(ch) = s.change.as_mut() else { return };
     ch.strategy = Strategy::Rollout;
+    // Pod counts belong to in-place changes only.
+    ch.progress = None;
     let e = intent::fallback_event(ch, event_workload(c.workload), reason, message, c.now);
     intent::add_pending(s, &e);
     out.events.push(e);

@@ -62,8 +62,8 @@ pub fn record(
     now: DateTime<Utc>,
 ) -> Option<Event> {
     let (reason, retried) = classify(e, action)?;
-    let change = s.change.clone()?;
-    let n = attempts.entry(change.id.clone()).or_insert(0);
+    let id = s.change.as_ref()?.id.clone();
+    let n = attempts.entry(id).or_insert(0);
     *n = n.saturating_add(1);
     let due = if retried {
         *n == FAILED_AFTER_ATTEMPTS
@@ -78,7 +78,11 @@ pub fn record(
         (Action::Release, _) => "release",
         (Action::Apply, _) => "template apply",
     };
-    let message = format!("{what} of change {} failed: {e}", change.id);
+    // The failed id is recorded now that the outcome is decided (D25).
+    let change = s.change.as_mut()?;
+    intent::allocate(&mut change.event_ids.failed);
+    let change = change.clone();
+    let message = crate::event_text::failed(&change, what, &e.to_string());
     let event = intent::failed_event(&change, workload, reason, &message, now);
     intent::add_pending(s, &event);
     Some(event)
@@ -104,7 +108,7 @@ mod tests {
                 containers: vec![],
                 hpa: None,
                 event_ids: EventIds {
-                    failed: Some(uuid::Uuid::new_v4().to_string()),
+                    applied: Some(uuid::Uuid::new_v4().to_string()),
                     ..EventIds::default()
                 },
                 pending_events: vec![],

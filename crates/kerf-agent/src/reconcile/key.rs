@@ -199,6 +199,8 @@ async fn reconcile_entry(
         let input = StatusInput {
             previous: &s,
             decision: None,
+            facts: None,
+            policy_name: policy.policy_name.as_deref(),
             generation: rsr.metadata.generation,
             invalid: &[],
             rollout_in_progress: false,
@@ -348,6 +350,8 @@ async fn reconcile_entry(
         s = status::build_status(&StatusInput {
             previous: &s,
             decision: Some(&decision),
+            facts: Some(&f),
+            policy_name: policy.policy_name.as_deref(),
             generation: rsr.metadata.generation,
             invalid: &invalid,
             rollout_in_progress: rolling(&workload),
@@ -377,6 +381,8 @@ async fn reconcile_entry(
     let input = StatusInput {
         previous: &s,
         decision: Some(&decision),
+        facts: Some(&f),
+        policy_name: policy.policy_name.as_deref(),
         generation: rsr.metadata.generation,
         invalid: &invalid,
         rollout_in_progress,
@@ -392,11 +398,12 @@ async fn reconcile_entry(
         policy_hash: &policy_hash,
         tolerance_milli_percent: ctx.settings.tolerance.percent_milli,
     };
-    let reports = if matches!(decision.outcome, Outcome::Apply(_)) {
+    let mut reports = if matches!(decision.outcome, Outcome::Apply(_)) {
         Vec::new()
     } else {
         report::reports(&decision, &ew, &rsr.spec.recommendation_id, now)
     };
+    report::add_requests(&mut reports, new.summary.as_ref());
     let current: Vec<_> = reports.iter().map(|r| r.candidate.clone()).collect();
     new.reported = dedup::retain_current(&new.reported, &current);
     for acked in memory.acked_reports.remove(key).unwrap_or_default() {
@@ -407,8 +414,12 @@ async fn reconcile_entry(
         };
         new.reported = dedup::mark_reported(&new.reported, &acked.candidate, &c);
     }
+    let warning = status::invalid_warning(&writer.last, &new);
     if status::status_changed(Some(&writer.last), &new) {
         writer.write(&new).await?;
+    }
+    if let Some((reason, message)) = warning {
+        recorder.warn(&rsr_ref, reason, &message, now).await;
     }
     for r in reports {
         let already = memory
@@ -560,6 +571,8 @@ async fn invalid_rsr(
     let input = StatusInput {
         previous: &s.clone(),
         decision: None,
+        facts: None,
+        policy_name: None,
         generation: entry.generation,
         invalid: &invalid,
         rollout_in_progress: false,

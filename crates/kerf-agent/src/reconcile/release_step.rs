@@ -97,10 +97,11 @@ pub async fn run(
     }
     s.live = s.live.take().and_then(|l| without(l, &rel.resources));
     let whole = change.resources.iter().all(|r| rel.resources.contains(r));
-    let id = if whole {
-        intent::event_id(change.event_ids.released.as_ref())
-    } else {
-        Uuid::new_v4()
+    // A whole release records its id in the change, with the status write before the
+    // event (D25); a partial release's event carries an id of its own.
+    let id = match s.change.as_mut() {
+        Some(ch) if whole => intent::allocate(&mut ch.event_ids.released),
+        _ => Uuid::new_v4(),
     };
     let e = intent::released_event(
         &change,

@@ -48,11 +48,23 @@ impl EventRecorder {
     /// Kubernetes Event's name derives from the event id, so a re-emitted event does not
     /// make a second one.
     pub async fn record(&self, rsr: &RsrRef, event: &Event) {
+        log_lifecycle(event);
         if let Err(e) = self.outbox.enqueue(event.clone()) {
             tracing::error!(error = %e, category = e.category(), "event not queued");
         }
+        self.create(rsr, k8s_event(rsr, event)).await;
+    }
+
+    /// Writes a Warning Kubernetes Event on the rsr only (no hub event: the contract has
+    /// no type for it), such as an invalid annotation or policy field.
+    pub async fn warn(&self, rsr: &RsrRef, reason: &str, message: &str, time: DateTime<Utc>) {
+        tracing::warn!(rsr = %rsr.name, namespace = %rsr.namespace, reason, message, "invalid input");
+        self.create(rsr, k8s_warning(rsr, reason, message, time))
+            .await;
+    }
+
+    async fn create(&self, rsr: &RsrRef, body: serde_json::Value) {
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &rsr.namespace);
-        let body = k8s_event(rsr, event);
         let Ok(obj) = serde_json::from_value::<K8sEvent>(body) else {
             return;
         };
@@ -66,15 +78,44 @@ impl EventRecorder {
     }
 }
 
-/// The Kubernetes Event of `event` on the rsr (EV-07, EV-08).
-pub fn k8s_event(rsr: &RsrRef, event: &Event) -> serde_json::Value {
-    let time = event.time.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let micro = event.time.to_rfc3339_opts(SecondsFormat::Micros, true);
+/// An INFO line for every applied change, fallback, rollback and release, naming the
+/// workload (`namespace/Kind/name`) and the values (the event's message carries them).
+fn log_lifecycle(event: &Event) {
+    if !matches!(
+        event.type_,
+        EventType::Applied | EventType::Fallback | EventType::RolledBack | EventType::Released
+    ) {
+        return;
+    }
+    let w = &event.workload;
+    let workload = format!("{}/{}/{}", w.namespace, w.kind, w.name);
+    let message = event.message.as_deref().unwrap_or_default();
+    tracing::info!(%workload, r#type = event.type_.as_str(), reason = %event.reason, "{} {workload}: {message}", event.type_.as_str());
+}
+
+/// A Warning Kubernetes Event on the rsr that the hub does not get.
+pub fn k8s_warning(
+    rsr: &RsrRef,
+    reason: &str,
+    message: &str,
+    time: DateTime<Utc>,
+) -> serde_json::Value {
+    let mut body = k8s_event_body(rsr, Uuid::new_v4(), time);
+    body["reason"] = json!(reason);
+    body["type"] = json!("Warning");
+    body["message"] = json!(kerf_api::event::cut_message(message));
+    body["action"] = json!("validate");
+    body
+}
+
+fn k8s_event_body(rsr: &RsrRef, id: Uuid, at: DateTime<Utc>) -> serde_json::Value {
+    let time = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let micro = at.to_rfc3339_opts(SecondsFormat::Micros, true);
     json!({
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": format!("{}.{}", rsr.name, event.id.simple()),
+            "name": format!("{}.{}", rsr.name, id.simple()),
             "namespace": rsr.namespace,
         },
         "involvedObject": {
@@ -84,18 +125,29 @@ pub fn k8s_event(rsr: &RsrRef, event: &Event) -> serde_json::Value {
             "namespace": rsr.namespace,
             "uid": rsr.uid,
         },
-        "reason": event.reason,
-        "type": wk::k8s_event_type(event.type_),
-        "message": event.message.clone().unwrap_or_else(|| event.type_.as_str().to_owned()),
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "reportingInstance": COMPONENT,
-        "action": event.type_.as_str(),
         "firstTimestamp": time,
         "lastTimestamp": time,
         "eventTime": micro,
         "count": 1,
     })
+}
+
+/// The Kubernetes Event of `event` on the rsr (EV-07, EV-08).
+pub fn k8s_event(rsr: &RsrRef, event: &Event) -> serde_json::Value {
+    let mut body = k8s_event_body(rsr, event.id, event.time);
+    body["reason"] = json!(event.reason);
+    body["type"] = json!(wk::k8s_event_type(event.type_));
+    body["message"] = json!(
+        event
+            .message
+            .clone()
+            .unwrap_or_else(|| event.type_.as_str().to_owned())
+    );
+    body["action"] = json!(event.type_.as_str());
+    body
 }
 
 /// The hub's recommended requests per `container/resource` (what de-duplication compares).
@@ -175,4 +227,14 @@ pub fn reports(
         );
     }
     out
+}
+
+/// Adds the pod's requests, as the CPU and MEMORY columns show them, to the message of
+/// every skip and block.
+pub fn add_requests(reports: &mut [Report], summary: Option<&kerf_api::rsr::Summary>) {
+    let Some(sum) = summary else { return };
+    for r in reports {
+        let m = r.event.message.as_deref().unwrap_or_default();
+        r.event.message = Some(crate::event_text::with_requests(m, sum));
+    }
 }

@@ -41,6 +41,20 @@ fn age(ts: &Value, now: DateTime<Utc>) -> Value {
     }
 }
 
+/// A `date` printer column cell as the API server renders it: no value stays empty (kubectl
+/// prints `<none>`), a time in the future is `<invalid>` (a negative age), one that does
+/// not parse is `<invalid>`, and any other time is its age.
+fn date_cell(v: &Value, now: DateTime<Utc>) -> Value {
+    let Some(text) = v.as_str() else {
+        return Value::Null;
+    };
+    match DateTime::parse_from_rfc3339(text) {
+        Ok(t) if (now - t.with_timezone(&Utc)).num_seconds() < -1 => json!("<invalid>"),
+        Ok(_) => age(v, now),
+        Err(_) => json!("<invalid>"),
+    }
+}
+
 /// Evaluates the JSONPath subset printer columns use: `.a.b`, `.a[0]`, `.a[?(@.k=="v")].b`.
 pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
@@ -485,7 +499,11 @@ pub fn to_table(ctx: &SimContext, g: &Gvr, body: &Value, req: &Req) -> Value {
                     let v = json_path(o, c["jsonPath"].as_str().unwrap_or_default())
                         .cloned()
                         .unwrap_or(Value::Null);
-                    cells.push(if c["type"] == "date" { age(&v, now) } else { v });
+                    cells.push(if c["type"] == "date" {
+                        date_cell(&v, now)
+                    } else {
+                        v
+                    });
                 }
                 if cols.is_empty() {
                     cells.push(age(&o["metadata"]["creationTimestamp"], now));
@@ -512,4 +530,28 @@ pub fn to_table(ctx: &SimContext, g: &Gvr, body: &Value, req: &Req) -> Value {
         meta["continue"] = c.clone();
     }
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": columns, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: &str) -> DateTime<Utc> {
+        t.parse().unwrap()
+    }
+
+    #[test]
+    fn date_cells_read_as_the_api_server_renders_them() {
+        let now = at("2026-12-01T12:00:00Z");
+        assert_eq!(date_cell(&Value::Null, now), Value::Null);
+        assert_eq!(
+            date_cell(&json!("2026-12-01T11:55:00Z"), now),
+            json!("5m0s")
+        );
+        assert_eq!(
+            date_cell(&json!("2026-12-01T13:00:00Z"), now),
+            json!("<invalid>")
+        );
+        assert_eq!(date_cell(&json!("yesterday"), now), json!("<invalid>"));
+    }
 }

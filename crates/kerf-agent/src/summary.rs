@@ -1,0 +1,212 @@
+//! What `kubectl get rsr` shows (`status.summary`, design D5): a pure function of the
+//! status, the decision, the pod template and the recommendation.
+//!
+//! - CPU and MEMORY: the pod's request as its pods are meant to run it now, summed over
+//!   the containers Kerf may change. A container's value is, in this order: the live
+//!   in-place value (`status.live`); the `to` value of an in-place change that was
+//!   released, or whose rollback kept that resource (the running pods keep it); the
+//!   template's. Shown as `current→recommended` whenever the hub's recommendation differs,
+//!   in every mode, in Kubernetes quantity form.
+//! - REASON: why the rsr is in its phase. Applying and Applied: RecommendationApplied or
+//!   ApprovedOnce; RolledBack: the signal (OOMKills, Restarts, Throttling); Released:
+//!   ModeChanged; Skipped, Blocked and Deferred: the decision's reason. An invalid
+//!   annotation or policy names itself instead (InvalidAnnotation, InvalidPolicy), except
+//!   while a change goes in or after a rollback. A later pass that finds nothing to do
+//!   keeps the reason of the phase.
+//! - `-o wide`: the policy, the last change's time and the next window or the end of the
+//!   block (RFC 3339).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use kerf_api::Resource;
+use kerf_api::policy::Strategy;
+use kerf_api::rsr::{ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary};
+use kerf_api::wellknown as wk;
+use kerf_decide::facts::{ContainerFacts, Facts};
+use kerf_decide::quantity;
+use kerf_decide::{Decision, Outcome};
+
+use crate::status::Invalid;
+
+/// What the summary is built from besides the status.
+#[derive(Clone, Copy, Debug)]
+pub struct SummaryInput<'a> {
+    /// The phase the status shows.
+    pub phase: Phase,
+    /// The decision, when one was made.
+    pub decision: Option<&'a Decision>,
+    /// The workload's template and the recommendation; `None` keeps CPU and MEMORY.
+    pub facts: Option<&'a Facts>,
+    /// The RightsizingPolicy that selects the workload.
+    pub policy_name: Option<&'a str>,
+    /// Invalid fields and annotations.
+    pub invalid: &'a [Invalid],
+}
+
+/// The summary of status `s` (whose change, live values and last rollback are current).
+pub fn summary(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Summary {
+    let prev = s.summary.clone().unwrap_or_default();
+    let show = |r: Resource| match input.facts {
+        Some(f) => Some(request_text(
+            r,
+            running_request(f, s, r),
+            recommended_request(f, s, r),
+        )),
+        None => match r {
+            Resource::Cpu => prev.cpu.clone(),
+            Resource::Memory => prev.memory.clone(),
+        },
+    };
+    Summary {
+        cpu: show(Resource::Cpu),
+        memory: show(Resource::Memory),
+        mode: input.decision.map(mode_text).or(prev.mode.clone()),
+        reason: reason(s, input).or(prev.reason.clone()),
+        policy: input.policy_name.map(str::to_owned),
+        last_change: s.change.as_ref().and_then(last_change),
+        next: next(s, input),
+    }
+}
+
+/// `500m`, or `500m→300m` while the recommendation differs.
+pub fn request_text(r: Resource, current: i64, recommended: i64) -> String {
+    let now = quantity::format(r, current);
+    if current == recommended {
+        now.0
+    } else {
+        format!("{now}\u{2192}{}", quantity::format(r, recommended))
+    }
+}
+
+/// `auto-patch`, or `cpu:auto-patch,memory:audit` when the modes differ.
+fn mode_text(d: &Decision) -> String {
+    if d.modes.cpu == d.modes.memory {
+        d.modes.cpu.as_str().to_owned()
+    } else {
+        format!(
+            "cpu:{},memory:{}",
+            d.modes.cpu.as_str(),
+            d.modes.memory.as_str()
+        )
+    }
+}
+
+/// The pod request of `r` as the pods are meant to run it now.
+pub fn running_request(f: &Facts, s: &RightsizingRecommendationStatus, r: Resource) -> i64 {
+    changeable(f).map(|c| running_value(s, c, r)).sum()
+}
+
+/// The pod request of `r` with the hub's recommended value of every container that has
+/// one (the others at their running value).
+pub fn recommended_request(f: &Facts, s: &RightsizingRecommendationStatus, r: Resource) -> i64 {
+    changeable(f)
+        .map(|c| {
+            f.recommendation
+                .containers
+                .iter()
+                .find(|rc| rc.name == c.name)
+                .and_then(|rc| rc.requests.get(r))
+                .and_then(|q| quantity::parse(r, q).ok())
+                .unwrap_or_else(|| running_value(s, c, r))
+        })
+        .sum()
+}
+
+fn changeable(f: &Facts) -> impl Iterator<Item = &ContainerFacts> {
+    f.workload.containers.iter().filter(|c| c.changeable())
+}
+
+fn running_value(s: &RightsizingRecommendationStatus, c: &ContainerFacts, r: Resource) -> i64 {
+    let live = s
+        .live
+        .as_ref()
+        .and_then(|l| l.containers.iter().find(|l| l.name == c.name))
+        .and_then(|l| l.requests.get(r).or(l.limits.get(r)))
+        .and_then(|q| quantity::parse(r, q).ok());
+    live.or_else(|| kept_in_place(s, &c.name, r))
+        .or(*c.requests.get(r))
+        .or(*c.limits.get(r))
+        .unwrap_or(0)
+}
+
+/// The `to` value the running pods keep after an in-place change left `live`: a released
+/// change, or a rolled-back one whose rollback did not restore `r`.
+fn kept_in_place(s: &RightsizingRecommendationStatus, container: &str, r: Resource) -> Option<i64> {
+    let change = s
+        .change
+        .as_ref()
+        .filter(|c| c.strategy == Strategy::InPlace)?;
+    let kept = match change.state {
+        ChangeState::Released => true,
+        ChangeState::RollingBack | ChangeState::RolledBack => s
+            .last_rollback
+            .as_ref()
+            .filter(|rb| rb.change_id == change.id)
+            .is_some_and(|rb| !rb.resources.contains(&r)),
+        _ => false,
+    };
+    if !kept {
+        return None;
+    }
+    let to = &change.containers.iter().find(|c| c.name == container)?.to;
+    quantity::parse(r, to.requests.get(r)?).ok()
+}
+
+/// Why the rsr is in its phase; `None` keeps the previous reason (Pending).
+pub fn reason(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Option<String> {
+    let of_phase = match input.phase {
+        Phase::Applying | Phase::Applied => s
+            .change
+            .as_ref()
+            .map(applied_reason)
+            .or(input.decision.map(|d| d.reason())),
+        Phase::RolledBack => s
+            .last_rollback
+            .as_ref()
+            .map(|rb| rb.reason.as_str())
+            .or(Some(wk::REASON_RESTARTS)),
+        Phase::Released => Some(wk::REASON_MODE_CHANGED),
+        Phase::Skipped | Phase::Blocked | Phase::Deferred => input.decision.map(|d| d.reason()),
+        Phase::Pending => None,
+    };
+    let invalid = input
+        .invalid
+        .iter()
+        .map(|i| i.reason)
+        .find(|r| INVALID_REASONS.contains(r));
+    let acting = matches!(input.phase, Phase::Applying | Phase::RolledBack);
+    match invalid {
+        Some(r) if !acting => Some(r.to_owned()),
+        _ => of_phase.map(str::to_owned),
+    }
+}
+
+/// The Valid reasons that name themselves in REASON.
+pub const INVALID_REASONS: &[&str] = &[
+    wk::CONDITION_REASON_INVALID_ANNOTATION,
+    wk::CONDITION_REASON_INVALID_POLICY,
+    wk::CONDITION_REASON_INVALID_SPEC,
+];
+
+/// RecommendationApplied, or ApprovedOnce for a change an operator approved once.
+pub fn applied_reason(c: &ChangeRecord) -> &'static str {
+    if c.approval_id.is_some() {
+        wk::REASON_APPROVED_ONCE
+    } else {
+        wk::REASON_RECOMMENDATION_APPLIED
+    }
+}
+
+fn last_change(c: &ChangeRecord) -> Option<DateTime<Utc>> {
+    c.applied_at.or(Some(c.started_at))
+}
+
+/// The next maintenance window, else the end of the block, RFC 3339.
+fn next(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Option<String> {
+    let block = input.decision.and_then(|d| match &d.outcome {
+        Outcome::Block(b) => b.next_window.or(b.until),
+        _ => None,
+    });
+    block
+        .or(s.next_window)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+}

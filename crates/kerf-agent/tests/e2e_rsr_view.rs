@@ -1,0 +1,339 @@
+//! e2e: what a platform engineer sees, through the real kubectl (1.32) against kerf-sim
+//! and the agent: `kubectl get rsr -A` (CPU, MEMORY and REASON per phase), `-o wide`
+//! (policy, confidence, last change, next), `kubectl describe rsr` (event ids, pod counts,
+//! Progressing) and the Kubernetes Events (values in the message, Warning for an invalid
+//! annotation).
+
+mod e2e_support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use e2e_support::{AgentOptions, Env, WAIT};
+use k8s_openapi::api::apps::v1::Deployment;
+use kerf_sim::kubelet::{Fault, inject};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// Runs kubectl against the scenario's kerf-sim; fails when kubectl is missing.
+fn kubectl(env: &Env, args: &[&str]) -> anyhow::Result<String> {
+    let Some(sim) = env.sim.as_ref() else {
+        anyhow::bail!("this scenario needs kerf-sim");
+    };
+    let out = Command::new(KUBECTL)
+        .env("KUBECONFIG", sim.kubeconfig_path())
+        .args(args)
+        .output()
+        .map_err(|e| {
+            anyhow::anyhow!("{KUBECTL} cannot run ({e}): install kubectl 1.32 at {KUBECTL}")
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(text)
+}
+
+/// The rows of a kubectl table by the header's column offsets in characters (headers may
+/// hold one space: `LAST CHANGE`; columns are at least two apart): NAME → header → cell.
+fn table(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut lines = text.lines();
+    let header: Vec<char> = lines.next().unwrap_or_default().chars().collect();
+    let mut starts: Vec<usize> = Vec::new();
+    for i in 0..header.len() {
+        let after_gap = i >= 2 && header[i - 1] == ' ' && header[i - 2] == ' ';
+        if header[i] != ' ' && (i == 0 || after_gap) {
+            starts.push(i);
+        }
+    }
+    let slice = |chars: &[char], k: usize| -> String {
+        let start = starts[k].min(chars.len());
+        let end = starts
+            .get(k + 1)
+            .map_or(chars.len(), |e| (*e).min(chars.len()));
+        chars[start..end]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .to_owned()
+    };
+    let names: Vec<String> = (0..starts.len()).map(|k| slice(&header, k)).collect();
+    let mut rows = BTreeMap::new();
+    for line in lines {
+        let chars: Vec<char> = line.chars().collect();
+        let row: BTreeMap<String, String> = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (n.clone(), slice(&chars, k)))
+            .collect();
+        rows.insert(row.get("NAME").cloned().unwrap_or_default(), row);
+    }
+    rows
+}
+
+fn cell<'a>(
+    rows: &'a BTreeMap<String, BTreeMap<String, String>>,
+    name: &str,
+    col: &str,
+) -> &'a str {
+    rows.get(name)
+        .and_then(|r| r.get(col))
+        .map_or("(missing)", String::as_str)
+}
+
+/// Asserts the PHASE, CPU, MEMORY and REASON cells of rsr `name`.
+fn assert_row(text: &str, name: &str, want: [&str; 4]) {
+    let rows = table(text);
+    let got = ["PHASE", "CPU", "MEMORY", "REASON"].map(|c| cell(&rows, name, c).to_owned());
+    assert_eq!(got, want.map(str::to_owned), "rsr {name}:\n{text}");
+}
+
+/// auto-patch in place, a long cooldown (nothing new after a change) and a 60s watch.
+fn policy(ns: &str) -> Value {
+    json!({
+        "priority": 10,
+        "selector": {"namespaces": [ns]},
+        "mode": "auto-patch",
+        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "1h",
+            "rollback": {"watchDuration": "60s"}},
+        "apply": {"strategy": "in-place", "fallbackAfter": "30s"},
+    })
+}
+
+async fn annotate(env: &Env, name: &str, key: &str, value: &str) -> anyhow::Result<()> {
+    let body = json!({"metadata": {"annotations": {key: value}}});
+    env.deployments()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map(|_: Deployment| ())
+        .map_err(Into::into)
+}
+
+/// The scenario's workloads: web (in place), search (audit), bad (`mode: banana`), shaky
+/// (low confidence) and roll (by rollout); the agent running.
+async fn workloads(env: &mut Env) -> anyhow::Result<()> {
+    env.deployment("web", 2, "500m", "512Mi").await?;
+    env.deployment("search", 1, "800m", "2Gi").await?;
+    env.deployment("bad", 1, "200m", "256Mi").await?;
+    env.deployment("shaky", 1, "200m", "256Mi").await?;
+    env.deployment("roll", 1, "200m", "256Mi").await?;
+    annotate(env, "search", "kerf.getkerf.dev/mode", "audit").await?;
+    annotate(env, "bad", "kerf.getkerf.dev/mode", "banana").await?;
+    annotate(env, "roll", "kerf.getkerf.dev/strategy", "rollout").await?;
+    env.wait_ready("web", 2).await?;
+    env.policy("view", policy(&env.ns)).await?;
+    env.recommend(vec![
+        env.recommendation("web", "300m", "384Mi", "0.9")?,
+        env.recommendation("search", "400m", "1536Mi", "0.9")?,
+        env.recommendation("bad", "150m", "200Mi", "0.9")?,
+        env.recommendation("shaky", "150m", "200Mi", "0.3")?,
+        env.recommendation("roll", "150m", "200Mi", "0.9")?,
+    ]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_rsr("web", "Applied, watching with baselines", WAIT, |r| {
+        let w = &r["status"]["watch"];
+        r["status"]["change"]["state"] == "Applied"
+            && w["baselines"].as_object().is_some_and(|b| b.len() >= 2)
+    })
+    .await?;
+    env.wait_phase("search", "Skipped").await?;
+    env.wait_phase("bad", "Skipped").await?;
+    env.wait_phase("shaky", "Blocked").await?;
+    env.wait_phase("roll", "Applied").await?;
+    Ok(())
+}
+
+/// The Kubernetes Events on rsr `name`: (type, reason, message).
+fn events_of(env: &Env, name: &str) -> anyhow::Result<Vec<(String, String, String)>> {
+    let text = kubectl(env, &["get", "events", "-n", &env.ns, "-o", "json"])?;
+    let list: Value = serde_json::from_str(&text)?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (s("type"), s("reason"), s("message"))
+        })
+        .collect())
+}
+
+/// OOM-kills container `app` of the first pod of `web`.
+fn oom(env: &Env, pod: String) -> anyhow::Result<()> {
+    let Some(sim) = env.sim.as_ref() else {
+        anyhow::bail!("fault injection needs kerf-sim");
+    };
+    inject(
+        sim.context(),
+        Fault::OomKill {
+            namespace: env.ns.clone(),
+            pod,
+            container: "app".to_owned(),
+        },
+    )?;
+    Ok(())
+}
+
+fn assert_default_table(env: &Env) -> anyhow::Result<()> {
+    let t = kubectl(env, &["get", "rsr", "-A"])?;
+    // Applied, and later passes with nothing to do keep its reason.
+    assert_row(
+        &t,
+        "web",
+        ["Applied", "300m", "384Mi", "RecommendationApplied"],
+    );
+    assert_row(
+        &t,
+        "search",
+        ["Skipped", "800m→400m", "2Gi→1536Mi", "ModeAudit"],
+    );
+    assert_row(
+        &t,
+        "bad",
+        ["Skipped", "200m→150m", "256Mi→200Mi", "InvalidAnnotation"],
+    );
+    assert_row(
+        &t,
+        "shaky",
+        ["Blocked", "200m→150m", "256Mi→200Mi", "LowConfidence"],
+    );
+    assert_row(
+        &t,
+        "roll",
+        ["Applied", "150m", "200Mi", "RecommendationApplied"],
+    );
+    assert!(
+        !t.contains("POLICY"),
+        "priority-1 columns only with -o wide:\n{t}"
+    );
+    Ok(())
+}
+
+fn assert_wide_table(env: &Env) -> anyhow::Result<()> {
+    let t = kubectl(env, &["get", "rsr", "-n", &env.ns, "-o", "wide"])?;
+    let rows = table(&t);
+    for name in ["web", "search", "bad", "shaky", "roll"] {
+        assert_eq!(cell(&rows, name, "POLICY"), "view", "{t}");
+    }
+    assert_eq!(cell(&rows, "web", "CONFIDENCE"), "0.9", "{t}");
+    assert_eq!(cell(&rows, "shaky", "CONFIDENCE"), "0.3", "{t}");
+    let last = cell(&rows, "web", "LAST CHANGE");
+    assert!(last.ends_with('s'), "web LAST CHANGE {last:?}:\n{t}");
+    // An absent value is an empty cell, as with a real API server.
+    assert_eq!(cell(&rows, "search", "LAST CHANGE"), "", "{t}");
+    // A low confidence waits for the hub, not for a time: no next time.
+    assert_eq!(cell(&rows, "shaky", "NEXT"), "", "{t}");
+    Ok(())
+}
+
+fn assert_describe_applied(env: &Env) -> anyhow::Result<()> {
+    let web = kubectl(env, &["describe", "rsr", "-n", &env.ns, "web"])?;
+    assert!(web.contains("Applied:"), "{web}");
+    for never in [
+        "Failed:",
+        "Rolled Back:",
+        "Fallback:",
+        "Released:",
+        "Progressing",
+    ] {
+        assert!(
+            !web.contains(never),
+            "{never} in describe of an in-place change:\n{web}"
+        );
+    }
+    let pods: Vec<String> = web
+        .lines()
+        .filter(|l| l.contains("Pods Accepted:") || l.contains("Pods Total:"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(pods, ["Pods Accepted: 2", "Pods Total: 2"], "{web}");
+    let search = kubectl(env, &["describe", "rsr", "-n", &env.ns, "search"])?;
+    assert!(!search.contains("Progressing"), "audit:\n{search}");
+    let roll = kubectl(env, &["describe", "rsr", "-n", &env.ns, "roll"])?;
+    assert!(roll.contains("Progressing"), "rollout:\n{roll}");
+    for never in ["Pods Accepted", "Failed:", "Rolled Back:"] {
+        assert!(
+            !roll.contains(never),
+            "{never} in describe of a rollout:\n{roll}"
+        );
+    }
+    Ok(())
+}
+
+fn assert_events(env: &Env) -> anyhow::Result<()> {
+    let web = events_of(env, "web")?;
+    assert!(
+        web.iter().any(|(t, r, m)| t == "Normal"
+            && r == "RecommendationApplied"
+            && m == "cpu 500m→300m, memory 512Mi→384Mi in place on 2 pods"),
+        "{web:#?}"
+    );
+    let roll = events_of(env, "roll")?;
+    assert!(
+        roll.iter().any(|(_, r, m)| r == "RecommendationApplied"
+            && m == "cpu 200m→150m, memory 256Mi→200Mi by rollout"),
+        "{roll:#?}"
+    );
+    let search = events_of(env, "search")?;
+    assert!(
+        search.iter().any(|(t, r, m)| t == "Normal"
+            && r == "ModeAudit"
+            && m.ends_with("(cpu 800m→400m, memory 2Gi→1536Mi)")),
+        "{search:#?}"
+    );
+    let bad = events_of(env, "bad")?;
+    let warnings: Vec<_> = bad
+        .iter()
+        .filter(|(t, r, _)| t == "Warning" && r == "InvalidAnnotation")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{bad:#?}");
+    assert!(warnings[0].2.contains("banana"), "{bad:#?}");
+    Ok(())
+}
+
+// sim
+// rule: RB-05, EV-07, EV-08, design D5
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_what_the_pods_run_and_why_in_every_phase() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-rsr-view").await?;
+    anyhow::ensure!(
+        env.sim.is_some(),
+        "this scenario runs kubectl against kerf-sim"
+    );
+    workloads(&mut env).await?;
+    // A few more passes that find nothing to do.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_default_table(&env)?;
+    assert_wide_table(&env)?;
+    assert_describe_applied(&env)?;
+    assert_events(&env)?;
+
+    // An OOM kill rolls memory back; the pods keep the new cpu.
+    let pods = env.wait_ready("web", 2).await?;
+    oom(&env, pods[0].metadata.name.clone().unwrap_or_default())?;
+    env.wait_rsr("web", "change RolledBack", WAIT, |r| {
+        r["status"]["change"]["state"] == "RolledBack"
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t = kubectl(&env, &["get", "rsr", "-A"])?;
+    assert_row(&t, "web", ["RolledBack", "300m", "512Mi→384Mi", "OOMKills"]);
+    let web = kubectl(&env, &["describe", "rsr", "-n", &env.ns, "web"])?;
+    assert!(web.contains("Rolled Back:"), "{web}");
+    assert!(!web.contains("Failed:"), "{web}");
+    let events = events_of(&env, "web")?;
+    assert!(
+        events.iter().any(|(t, r, m)| t == "Warning"
+            && r == "OOMKills"
+            && m.ends_with("restored memory 384Mi→512Mi")),
+        "{events:#?}"
+    );
+    env.stop_agent().await;
+    Ok(())
+}

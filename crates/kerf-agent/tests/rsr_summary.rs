@@ -1,0 +1,370 @@
+//! What `kubectl get rsr` and `kubectl describe rsr` show, built by the pure status and
+//! summary code from a real decision: CPU and MEMORY as the pods are meant to run them,
+//! `current→recommended` in every mode, REASON of the phase, the `-o wide` fields, the
+//! Progressing rule, event ids and messages with values.
+
+#[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
+mod pipeline_fixture;
+
+use chrono::Duration;
+use kerf_agent::event_text;
+use kerf_agent::intent;
+use kerf_agent::status::{self, Invalid, StatusInput};
+use kerf_api::policy::{Mode, Strategy};
+use kerf_api::rsr::{
+    ChangeProgress, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus,
+    RollbackRecord,
+};
+use kerf_api::wellknown as wk;
+use kerf_api::{Resource, ResourceValues};
+use kerf_decide::effective::{EffectivePolicy, Layer, PolicyProblem};
+use kerf_decide::facts::Facts;
+use pipeline_fixture::{MI, facts, now, policy, q, recommendation, set_mode, set_strategy, values};
+
+/// Decides on `f` (its state taken from `prev`) and builds the status.
+fn build(
+    f: &mut Facts,
+    p: &EffectivePolicy,
+    prev: &RightsizingRecommendationStatus,
+) -> RightsizingRecommendationStatus {
+    f.state.change = prev.change.clone();
+    f.state.last_rollback = prev.last_rollback.clone();
+    f.state.live = prev.live.clone();
+    let d = kerf_decide::decide(f, p, now());
+    let invalid = status::invalid_inputs(p, Some(&d));
+    status::build_status(&StatusInput {
+        previous: prev,
+        decision: Some(&d),
+        facts: Some(f),
+        policy_name: Some("shop-default"),
+        generation: Some(1),
+        invalid: &invalid,
+        rollout_in_progress: false,
+        withdrawn: false,
+        now: now(),
+    })
+}
+
+fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
+    let sum = s.summary.clone().unwrap_or_default();
+    (
+        sum.cpu.unwrap_or_default(),
+        sum.memory.unwrap_or_default(),
+        sum.reason.unwrap_or_default(),
+    )
+}
+
+/// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`.
+fn in_place_change(state: ChangeState) -> ChangeRecord {
+    let mut c = pipeline_fixture::applied_change(Duration::hours(2), state);
+    c.resources = Resource::ALL.to_vec();
+    c.containers[0].from.requests = ResourceValues {
+        cpu: q("500m"),
+        memory: q("512Mi"),
+    };
+    c.containers[0].to.requests = ResourceValues {
+        cpu: q("300m"),
+        memory: q("384Mi"),
+    };
+    c.progress = Some(ChangeProgress {
+        pods_accepted: 3,
+        pods_total: 3,
+    });
+    c
+}
+
+/// The checkout template: 500m/512Mi, the hub recommending 300m/384Mi.
+fn checkout() -> Facts {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(500), Some(512 * MI));
+    f.workload.containers[0].limits = values(None, None);
+    f.recommendation.containers = vec![recommendation("300m", "384Mi")];
+    f
+}
+
+#[test]
+fn audit_shows_current_then_recommended_in_quantity_form() {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
+    f.workload.containers[0].limits = values(None, None);
+    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    assert_eq!(s.phase, Some(Phase::Skipped));
+    assert_eq!(
+        cells(&s),
+        ("800m→400m".into(), "2Gi→1536Mi".into(), "ModeAudit".into())
+    );
+}
+
+// rule: RB-05
+#[test]
+fn a_memory_only_rollback_of_an_in_place_change_shows_the_cpu_the_pods_keep() {
+    let mut f = checkout();
+    let mut prev = RightsizingRecommendationStatus {
+        change: Some(in_place_change(ChangeState::RolledBack)),
+        ..Default::default()
+    };
+    prev.last_rollback = Some(RollbackRecord {
+        time: now() - Duration::minutes(5),
+        reason: wk::REASON_OOM_KILLS.into(),
+        resources: vec![Resource::Memory],
+        change_id: "chg-1".into(),
+    });
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(s.phase, Some(Phase::RolledBack));
+    assert_eq!(
+        cells(&s),
+        ("300m".into(), "512Mi→384Mi".into(), "OOMKills".into())
+    );
+}
+
+#[test]
+fn an_in_place_change_released_to_audit_shows_the_values_the_pods_still_run() {
+    let mut f = checkout();
+    f.recommendation.containers = vec![recommendation("250m", "384Mi")];
+    let prev = RightsizingRecommendationStatus {
+        change: Some(in_place_change(ChangeState::Released)),
+        ..Default::default()
+    };
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    let s = build(&mut f, &p, &prev);
+    assert_eq!(s.phase, Some(Phase::Released));
+    assert_eq!(
+        cells(&s),
+        ("300m→250m".into(), "384Mi".into(), "ModeChanged".into())
+    );
+}
+
+#[test]
+fn a_later_pass_with_nothing_to_do_keeps_the_reason_of_applied() {
+    let mut f = checkout();
+    f.workload.containers[0].requests = values(Some(300), Some(384 * MI));
+    let mut change = in_place_change(ChangeState::Applied);
+    change.strategy = Strategy::Rollout;
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(s.phase, Some(Phase::Applied));
+    assert_eq!(
+        cells(&s),
+        (
+            "300m".into(),
+            "384Mi".into(),
+            "RecommendationApplied".into()
+        )
+    );
+    // An approved-once change keeps its own reason.
+    let mut approved = prev
+        .change
+        .clone()
+        .unwrap_or_else(|| in_place_change(ChangeState::Applied));
+    approved.approval_id = Some("appr-7".into());
+    let prev = RightsizingRecommendationStatus {
+        change: Some(approved),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(cells(&s).2, "ApprovedOnce");
+}
+
+#[test]
+fn an_invalid_annotation_names_itself_and_calls_for_one_warning() {
+    let mut f = checkout();
+    let mut p = policy();
+    set_mode(&mut p, Mode::Off, Mode::Off);
+    p.problems.push(PolicyProblem {
+        field: "kerf.getkerf.dev/mode".into(),
+        layer: Layer::Annotation,
+        value: "banana".into(),
+        message: "not a mode; off is used".into(),
+    });
+    let first = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    assert_eq!(cells(&first).2, "InvalidAnnotation");
+    let (reason, message) = status::invalid_warning(&Default::default(), &first)
+        .unwrap_or_else(|| panic!("no warning: {:?}", first.conditions));
+    assert_eq!(reason, "InvalidAnnotation");
+    assert!(message.contains("banana"), "{message}");
+    // The same problem on the next pass: no second warning.
+    let again = build(&mut f, &p, &first);
+    assert_eq!(status::invalid_warning(&first, &again), None);
+}
+
+#[test]
+fn an_invalid_policy_field_names_itself() {
+    let mut f = checkout();
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    p.problems.push(PolicyProblem {
+        field: "spec.freezeWindows[0].schedule".into(),
+        layer: Layer::Policy,
+        value: "0 25 * * *".into(),
+        message: "hour 25 is out of range; the window is treated as open".into(),
+    });
+    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    assert_eq!(cells(&s).2, "InvalidPolicy");
+    let valid = s.conditions.iter().find(|c| c.type_ == "Valid");
+    assert_eq!(valid.map(|c| c.reason.as_str()), Some("InvalidPolicy"));
+    assert!(status::invalid_warning(&Default::default(), &s).is_some());
+}
+
+#[test]
+fn wide_fields_name_the_policy_the_last_change_and_when_the_block_ends() {
+    let mut f = checkout();
+    f.workload.containers[0].requests = values(Some(300), Some(384 * MI));
+    f.recommendation.containers = vec![recommendation("250m", "300Mi")];
+    let mut change = in_place_change(ChangeState::Applied);
+    change.strategy = Strategy::Rollout;
+    change.applied_at = Some(now() - Duration::hours(1));
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    let sum = s.summary.clone().unwrap_or_default();
+    assert_eq!(sum.policy.as_deref(), Some("shop-default"));
+    assert_eq!(sum.last_change, Some(now() - Duration::hours(1)));
+    // The cooldown blocks the next step until 24h after the change.
+    assert_eq!(
+        sum.next.as_deref(),
+        Some("2026-06-04T11:00:00Z"),
+        "{:?} {:?}",
+        s.conditions,
+        kerf_decide::decide(&f, &policy(), now()).outcome
+    );
+}
+
+fn has_progressing(s: &RightsizingRecommendationStatus) -> bool {
+    s.conditions
+        .iter()
+        .any(|c| c.type_ == wk::CONDITION_PROGRESSING)
+}
+
+#[test]
+fn progressing_shows_only_for_workloads_changed_by_rollout() {
+    let mut f = checkout();
+    let in_place = build(&mut f, &policy(), &Default::default());
+    assert!(!has_progressing(&in_place), "{:?}", in_place.conditions);
+    let mut audit = policy();
+    set_mode(&mut audit, Mode::Audit, Mode::Audit);
+    set_strategy(&mut audit, Strategy::Rollout);
+    let s = build(&mut f, &audit, &Default::default());
+    assert!(!has_progressing(&s), "{:?}", s.conditions);
+    let mut rollout = policy();
+    set_strategy(&mut rollout, Strategy::Rollout);
+    let s = build(&mut f, &rollout, &Default::default());
+    assert!(has_progressing(&s), "{:?}", s.conditions);
+    // An in-place workload whose pods roll out shows it while the rollout lasts.
+    let d = kerf_decide::decide(&f, &policy(), now());
+    let rolling = status::build_status(&StatusInput {
+        previous: &in_place,
+        decision: Some(&d),
+        facts: Some(&f),
+        policy_name: None,
+        generation: Some(1),
+        invalid: &[] as &[Invalid],
+        rollout_in_progress: true,
+        withdrawn: false,
+        now: now(),
+    });
+    assert!(has_progressing(&rolling));
+}
+
+// rule: design D25
+#[test]
+fn a_new_change_records_only_the_applied_event_id() {
+    let mut f = checkout();
+    let d = kerf_decide::decide(&f, &policy(), now());
+    let kerf_decide::Outcome::Apply(plan) = &d.outcome else {
+        panic!("expected a change: {:?}", d.outcome);
+    };
+    let mut change = intent::new_change(plan, now());
+    assert!(change.event_ids.applied.is_some());
+    assert_eq!(change.event_ids.fallback, None);
+    assert_eq!(change.event_ids.rolled_back, None);
+    assert_eq!(change.event_ids.released, None);
+    assert_eq!(change.event_ids.failed, None);
+    // Allocated once the outcome is decided, and kept from then on.
+    let id = intent::allocate(&mut change.event_ids.rolled_back);
+    assert_eq!(change.event_ids.rolled_back, Some(id.to_string()));
+    assert_eq!(intent::allocate(&mut change.event_ids.rolled_back), id);
+    f.state.change = Some(change);
+}
+
+#[test]
+fn event_messages_carry_the_values() {
+    let change = in_place_change(ChangeState::Applied);
+    assert_eq!(
+        event_text::applied(&change),
+        "cpu 500m→300m, memory 512Mi→384Mi in place on 3 pods"
+    );
+    let w = kerf_api::event::EventWorkload {
+        namespace: "shop".into(),
+        kind: "Deployment".into(),
+        name: "checkout".into(),
+    };
+    let e = intent::applied_event(&change, w.clone(), None, now());
+    assert_eq!(
+        e.message.as_deref(),
+        Some("cpu 500m→300m, memory 512Mi→384Mi in place on 3 pods")
+    );
+    assert_eq!(
+        event_text::rolled_back(&change, &[Resource::Memory], "1 OOM kill"),
+        "1 OOM kill: restored memory 384Mi→512Mi"
+    );
+    let released = intent::released_event(
+        &change,
+        w.clone(),
+        &[Resource::Cpu],
+        uuid::Uuid::new_v4(),
+        ("auto-patch", "audit"),
+        now(),
+    );
+    let text = released.message.unwrap_or_default();
+    assert!(text.contains("cpu 500m→300m"), "{text}");
+    let mut rollout = change.clone();
+    let fb = intent::fallback_event(
+        &mut rollout,
+        w.clone(),
+        "ResizeInfeasible",
+        "node full",
+        now(),
+    );
+    assert_eq!(
+        fb.message.as_deref(),
+        Some("cpu 500m→300m, memory 512Mi→384Mi now by rollout: node full")
+    );
+    assert_eq!(rollout.event_ids.fallback, Some(fb.id.to_string()));
+    let failed = intent::failed_event(
+        &change,
+        w,
+        wk::REASON_RESIZE_ERROR,
+        &event_text::failed(&change, "resize", "forbidden"),
+        now(),
+    );
+    assert!(
+        failed
+            .message
+            .unwrap_or_default()
+            .starts_with("resize of cpu 500m→300m"),
+    );
+}
+
+#[test]
+fn skip_and_block_messages_carry_the_requests() {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
+    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    let sum = s.summary.clone().unwrap_or_default();
+    assert_eq!(
+        event_text::with_requests("cpu and memory are in mode audit", &sum),
+        "cpu and memory are in mode audit (cpu 800m→400m, memory 2Gi→1536Mi)"
+    );
+}
