@@ -147,7 +147,6 @@ fn a_freeze_window_open_now_is_shown_open() {
     assert_eq!(e.decision.reason(), wk::REASON_FREEZE_WINDOW);
 }
 
-// rule: GR-14
 #[test]
 fn explain_lists_current_and_target_values_in_every_mode() {
     for (mode, tag) in [(Mode::AutoPatch, ""), (Mode::Audit, " [mode audit]")] {
