@@ -179,7 +179,7 @@ impl PolicyLines<'_> {
         let layer = layer_label(layer, self.policy_name);
         let _ = writeln!(
             self.out,
-            "  {field:<30} {:<24} ({layer})",
+            "  {field:<32} {:<24} ({layer})",
             value.to_string()
         );
     }
@@ -196,7 +196,7 @@ impl PolicyLines<'_> {
         match v {
             Some(v) => self.sourced(field, v),
             None => {
-                let _ = writeln!(self.out, "  {field:<30} {:<24} (no layer sets it)", "-");
+                let _ = writeln!(self.out, "  {field:<32} {:<24} (no layer sets it)", "-");
             }
         }
     }
@@ -331,7 +331,8 @@ pub fn render(
     e: &Explanation,
     now: DateTime<Utc>,
 ) -> String {
-    let mut out = format!("Workload {key} at {now}\n\n");
+    let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut out = format!("Workload {key} at {at}\n\n");
     out.push_str(&render_policy(policy));
     render_targets(&mut out, e);
     render_steps(&mut out, e);
