@@ -290,7 +290,7 @@ fn ser_bytes<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
 pub fn format_bytes(b: u64) -> String {
     [("Gi", 1u64 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)]
         .into_iter()
-        .find(|(_, m)| b >= *m && b % m == 0)
+        .find(|(_, m)| b >= *m && b.is_multiple_of(*m))
         .map_or_else(|| b.to_string(), |(suffix, m)| format!("{}{suffix}", b / m))
 }
 

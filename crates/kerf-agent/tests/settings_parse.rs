@@ -619,34 +619,33 @@ fn explain_validates_its_settings_like_run() {
 }
 
 /// Runs `run` where no cluster is reachable: the agent logs why it stops and exits 1.
-fn run_without_a_cluster(format: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
+fn run_without_a_cluster(format: &str) -> std::io::Result<String> {
+    let dir = tempfile::tempdir()?;
     let out = agent()
         .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
         .args(["--log-format", format])
         .env("KUBECONFIG", dir.path().join("missing-kubeconfig"))
         .env("HOME", dir.path())
-        .output()
-        .unwrap();
+        .output()?;
     assert_eq!(
         out.status.code(),
         Some(1),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[test]
 fn text_logs_carry_no_colour_codes_when_not_on_a_terminal() {
-    let logs = run_without_a_cluster("text");
+    let logs = run_without_a_cluster("text").unwrap();
     assert!(logs.contains("kerf-agent stopped"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "colour codes in {logs:?}");
 }
 
 #[test]
 fn json_logs_are_one_object_per_line() {
-    let logs = run_without_a_cluster("json");
+    let logs = run_without_a_cluster("json").unwrap();
     let lines: Vec<&str> = logs.lines().collect();
     assert!(!lines.is_empty());
     for line in &lines {
