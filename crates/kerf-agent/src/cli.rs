@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// The Kerf rightsizing agent: puts the hub's CPU and memory recommendations into effect
 /// within the guardrails.
@@ -25,19 +25,20 @@ pub enum Command {
     /// Run the agent: watches, reconciler (leader only), webhook and metrics.
     Run(Box<RunArgs>),
     /// Explain the decision for one workload: the effective policy with the layer of every
-    /// field, each pipeline step with its value and threshold, and when the change could
-    /// go in next. Reads the cluster and the hub with the same settings as `run`.
+    /// field, the current and target values, each pipeline step with its value and
+    /// threshold, and when the change could go in next. Reads the cluster (KUBECONFIG or
+    /// in-cluster) and the hub with the decision settings of `run`.
     Explain(Box<ExplainArgs>),
 }
 
-/// Arguments of `kerf-agent explain`.
+/// Arguments of `kerf-agent explain`: the workload and the settings decisions read.
 #[derive(Clone, Debug, Args)]
 pub struct ExplainArgs {
     /// The workload: `<namespace>/<kind>/<name>`, kind Deployment, StatefulSet or DaemonSet.
     pub target: String,
-    /// The agent's settings (flags or `KERF_*` environment, as for `run`).
+    /// The settings decisions read (flags or `KERF_*` environment, as for `run`).
     #[command(flatten)]
-    pub settings: RunArgs,
+    pub decision: DecisionArgs,
 }
 
 /// Log output format.
@@ -51,18 +52,12 @@ pub enum LogFormat {
     Json,
 }
 
-/// Every setting of `kerf-agent run`, as written on the command line or in the
-/// environment. Durations use Go syntax (`30s`, `2m`, `1h30m`).
+/// The settings that decisions read: both `run` and `explain` take them.
 #[derive(Clone, Debug, Args)]
-pub struct RunArgs {
+pub struct DecisionArgs {
     /// Name of this cluster at the hub.
     #[arg(long, env = "KERF_CLUSTER_NAME", help_heading = "Cluster")]
     pub cluster_name: String,
-
-    /// Namespace the agent runs in (Lease, hub state ConfigMap). Falls back to
-    /// POD_NAMESPACE, then the service account's namespace, then `kerf-system`.
-    #[arg(long, env = "KERF_NAMESPACE", help_heading = "Cluster")]
-    pub namespace: Option<String>,
 
     /// Base URL of the hub (http or https). Without it every workload is blocked
     /// HubUnreachable.
@@ -72,15 +67,6 @@ pub struct RunArgs {
     /// File holding the hub's bearer token (mounted from a Secret); read at each request.
     #[arg(long, env = "KERF_HUB_TOKEN_FILE", help_heading = "Hub")]
     pub hub_token_file: Option<PathBuf>,
-
-    /// How often recommendations and config are fetched from the hub.
-    #[arg(
-        long,
-        env = "KERF_HUB_POLL_INTERVAL",
-        default_value = "60s",
-        help_heading = "Hub"
-    )]
-    pub hub_poll_interval: String,
 
     /// With no successful hub fetch for this long, new changes are blocked HubUnreachable
     /// (hub.staleAfter).
@@ -113,7 +99,7 @@ pub struct RunArgs {
     pub unsupported_node_selectors: Vec<String>,
 
     /// YAML file with the cluster's default policy fields (a RightsizingPolicy spec without
-    /// selector and priority): the clusterDefaults layer.
+    /// selector and priority): the clusterDefaults layer. An unknown key is refused.
     #[arg(long, env = "KERF_CLUSTER_DEFAULTS_FILE", help_heading = "Decisions")]
     pub cluster_defaults_file: Option<PathBuf>,
 
@@ -124,9 +110,32 @@ pub struct RunArgs {
     pub freeze_now: bool,
 
     /// Cluster-wide freeze windows: a path to a YAML file holding a list of windows, or the
-    /// list inline as JSON (starting with `[`).
+    /// list inline as JSON (starting with `[`). An invalid window is refused at startup.
     #[arg(long, env = "KERF_FREEZE_WINDOWS", help_heading = "Freeze")]
     pub freeze_windows: Option<String>,
+}
+
+/// Every setting of `kerf-agent run`, as written on the command line or in the
+/// environment. Durations use Go syntax (`30s`, `2m`, `1h30m`).
+#[derive(Clone, Debug, Args)]
+pub struct RunArgs {
+    /// The settings decisions read (shared with `explain`).
+    #[command(flatten)]
+    pub decision: DecisionArgs,
+
+    /// Namespace the agent runs in (Lease, hub state ConfigMap). Falls back to
+    /// POD_NAMESPACE, then the service account's namespace, then `kerf-system`.
+    #[arg(long, env = "KERF_NAMESPACE", help_heading = "Cluster")]
+    pub namespace: Option<String>,
+
+    /// How often recommendations and config are fetched from the hub.
+    #[arg(
+        long,
+        env = "KERF_HUB_POLL_INTERVAL",
+        default_value = "60s",
+        help_heading = "Hub"
+    )]
+    pub hub_poll_interval: String,
 
     /// Prometheus-compatible endpoint the health watch queries for CPU throttling.
     #[arg(long, env = "KERF_HEALTH_METRICS_URL", help_heading = "Health watch")]
@@ -266,7 +275,8 @@ pub struct RunArgs {
     )]
     pub webhook_key_file: PathBuf,
 
-    /// Log format.
+    /// Log format: `text` (colour codes only when the output is a terminal) or `json`
+    /// (one object per line).
     #[arg(long, env = "KERF_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text,
         help_heading = "Logging")]
     pub log_format: LogFormat,
@@ -280,7 +290,27 @@ pub struct RunArgs {
     )]
     pub log_filter: String,
 
-    /// Validate the settings, print them as JSON and exit without starting.
+    /// Validate the settings, print them as JSON (durations, percentages and sizes written
+    /// as the flags take them) and exit without starting.
     #[arg(long)]
     pub print_settings: bool,
+}
+
+impl RunArgs {
+    /// `run`'s arguments with `decision` as given and every other setting at its default,
+    /// without reading the environment: what `explain` validates its settings with.
+    pub fn with_defaults(decision: DecisionArgs) -> Result<RunArgs, clap::Error> {
+        let cmd =
+            RunArgs::augment_args(clap::Command::new("run")).mut_args(|a| a.env(None::<&str>));
+        let argv = [
+            "run",
+            "--cluster-name",
+            "unused",
+            "--leader-identity",
+            "explain",
+        ];
+        let mut run = RunArgs::from_arg_matches(&cmd.try_get_matches_from(argv)?)?;
+        run.decision = decision;
+        Ok(run)
+    }
 }

@@ -5,11 +5,13 @@
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
+use kerf_api::Resource;
 use kerf_api::WorkloadKind;
 use kerf_decide::Explanation;
 use kerf_decide::duration::format_go_duration;
-use kerf_decide::effective::{EffectivePolicy, Sourced};
+use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
 use kerf_decide::explain::Verdict;
+use kerf_decide::quantity;
 
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::{CacheSet, WorkloadKey};
@@ -59,31 +61,38 @@ pub async fn explain_with(
     let cache = CacheSet::new();
     let mut watches = cache.start(client.clone(), CacheMetrics::default());
     let synced = tokio::time::timeout(SYNC_TIMEOUT, cache.wait_synced()).await;
-    let hub = hub_state(settings).await;
+    let (hub, hub_problems) = hub_state(settings).await;
     let resize = crate::runtime::resize_subresource_served(&client).await;
     watches.abort_all();
     synced.map_err(|_| ExplainError::SyncTimeout(SYNC_TIMEOUT))?;
-    explain_key(&cache, &hub, settings, resize, &key, Utc::now())
+    let mut text = explain_key(&cache, &hub, settings, resize, &key, Utc::now())?;
+    for p in hub_problems {
+        let _ = writeln!(text, "Hub: {p}");
+    }
+    Ok(text)
 }
 
-async fn hub_state(settings: &Settings) -> HubState {
+/// The hub's state after one fetch of config and recommendations, and what failed.
+async fn hub_state(settings: &Settings) -> (HubState, Vec<String>) {
     let Some(url) = settings.hub.url.clone() else {
-        return HubState::default();
+        return (HubState::default(), vec!["no --hub-url set".to_owned()]);
     };
     let mut cfg = crate::hub::HubClientConfig::new(url, settings.cluster_name.clone());
     cfg.token_file = settings.hub.token_file.clone();
     cfg.stale_after = settings.hub.stale_after;
     let clock: crate::clock::SharedClock = std::sync::Arc::new(crate::clock::SystemClock);
-    let Ok(client) = crate::hub::HubClient::new(cfg, Default::default(), clock) else {
-        return HubState::default();
+    let client = match crate::hub::HubClient::new(cfg, Default::default(), clock) {
+        Ok(c) => c,
+        Err(e) => return (HubState::default(), vec![format!("no hub client: {e}")]),
     };
+    let mut problems = Vec::new();
     if let Err(e) = client.fetch_config().await {
-        tracing::warn!(error = %e, "hub config fetch failed");
+        problems.push(format!("config fetch failed: {e}"));
     }
     if let Err(e) = client.fetch_recommendations().await {
-        tracing::warn!(error = %e, "hub recommendations fetch failed");
+        problems.push(format!("recommendations fetch failed: {e}"));
     }
-    client.state()
+    (client.state(), problems)
 }
 
 /// The explanation of `key` from the caches and the hub state at `now`.
@@ -145,92 +154,148 @@ pub fn parse_target(s: &str) -> Result<WorkloadKey, ExplainError> {
     Ok(WorkloadKey::new(ns, kind, name))
 }
 
-fn line<T: std::fmt::Display>(out: &mut String, field: &str, v: &Sourced<T>) {
-    let _ = writeln!(
-        out,
-        "  {field:<22} {:<24} ({:?})",
-        v.value.to_string(),
-        v.layer
-    );
+/// The layer that set a value, as people name it: `built-in`, `hub fleet`, `hub cluster`,
+/// `clusterDefaults`, `policy <name>`, `annotation` or `hub override`.
+pub fn layer_label(layer: Layer, policy_name: Option<&str>) -> String {
+    match layer {
+        Layer::BuiltIn => "built-in".to_owned(),
+        Layer::HubFleet => "hub fleet".to_owned(),
+        Layer::HubCluster => "hub cluster".to_owned(),
+        Layer::ClusterDefaults => "clusterDefaults".to_owned(),
+        Layer::Policy => format!("policy {}", policy_name.unwrap_or("?")),
+        Layer::Annotation => "annotation".to_owned(),
+        Layer::HubOverride => "hub override".to_owned(),
+    }
 }
 
-fn dur(out: &mut String, field: &str, v: &Sourced<chrono::Duration>) {
-    let _ = writeln!(
-        out,
-        "  {field:<22} {:<24} ({:?})",
-        format_go_duration(v.value),
-        v.layer
-    );
+/// Writes the effective policy one field a line, each with the layer that set it.
+struct PolicyLines<'a> {
+    out: String,
+    policy_name: Option<&'a str>,
+}
+
+impl PolicyLines<'_> {
+    fn line(&mut self, field: &str, value: impl std::fmt::Display, layer: Layer) {
+        let layer = layer_label(layer, self.policy_name);
+        let _ = writeln!(
+            self.out,
+            "  {field:<32} {:<24} ({layer})",
+            value.to_string()
+        );
+    }
+
+    fn sourced<T: std::fmt::Display>(&mut self, field: &str, v: &Sourced<T>) {
+        self.line(field, &v.value, v.layer);
+    }
+
+    fn dur(&mut self, field: &str, v: &Sourced<chrono::Duration>) {
+        self.line(field, format_go_duration(v.value), v.layer);
+    }
+
+    fn optional<T: std::fmt::Display>(&mut self, field: &str, v: Option<&Sourced<T>>) {
+        match v {
+            Some(v) => self.sourced(field, v),
+            None => {
+                let _ = writeln!(self.out, "  {field:<32} {:<24} (no layer sets it)", "-");
+            }
+        }
+    }
 }
 
 /// The effective policy, one field a line with the layer that set it.
 pub fn render_policy(p: &EffectivePolicy) -> String {
-    let mut out = String::new();
+    let mut w = PolicyLines {
+        out: String::new(),
+        policy_name: p.policy_name.as_deref(),
+    };
     let _ = writeln!(
-        out,
+        w.out,
         "Effective policy (RightsizingPolicy: {})",
         p.policy_name.as_deref().unwrap_or("none")
     );
-    line(
-        &mut out,
-        "mode.cpu",
-        &Sourced::new(p.mode.cpu.value.as_str(), p.mode.cpu.layer),
-    );
-    line(
-        &mut out,
+    w.line("mode.cpu", p.mode.cpu.value.as_str(), p.mode.cpu.layer);
+    w.line(
         "mode.memory",
-        &Sourced::new(p.mode.memory.value.as_str(), p.mode.memory.layer),
+        p.mode.memory.value.as_str(),
+        p.mode.memory.layer,
     );
-    line(
-        &mut out,
+    w.line(
         "apply.strategy",
-        &Sourced::new(p.strategy.value.as_str(), p.strategy.layer),
+        p.strategy.value.as_str(),
+        p.strategy.layer,
     );
-    dur(&mut out, "learningPeriod", &p.learning_period);
-    line(&mut out, "minConfidence", &p.min_confidence);
-    line(&mut out, "maxChangePercent", &p.max_change_percent);
-    line(&mut out, "minCPU (m)", &p.min_cpu);
-    line(&mut out, "minMemory (bytes)", &p.min_memory);
-    dur(&mut out, "cooldown", &p.cooldown);
-    dur(&mut out, "rollback.watchDuration", &p.watch_duration);
-    line(&mut out, "rollback.oomKills", &p.oom_kills);
-    line(&mut out, "rollback.restarts", &p.restarts);
-    line(&mut out, "rollback.throttling", &p.throttling_ratio);
-    dur(&mut out, "apply.fallbackAfter", &p.fallback_after);
-    dur(&mut out, "apply.minWindowRemain", &p.min_window_remaining);
-    line(
-        &mut out,
-        "maintenanceWindows",
-        &Sourced::new(
-            p.maintenance_windows.value.len(),
-            p.maintenance_windows.layer,
-        ),
+    guardrail_lines(&mut w, p);
+    window_lines(&mut w, p);
+    w.sourced("hpa.coordination", &p.hpa_coordination);
+    w.sourced("hpa.minTargetUtilization", &p.hpa_min_target);
+    w.sourced("hpa.maxTargetUtilization", &p.hpa_max_target);
+    let r = &p.recommendation;
+    let window = r
+        .window
+        .as_ref()
+        .map(|w| Sourced::new(format_go_duration(w.value), w.layer));
+    w.optional("recommendation.window", window.as_ref());
+    w.optional("recommendation.cpuPercentile", r.cpu_percentile.as_ref());
+    w.optional(
+        "recommendation.memoryPercentile",
+        r.memory_percentile.as_ref(),
     );
-    line(
-        &mut out,
-        "freezeWindows",
-        &Sourced::new(p.freeze_windows.value.len(), p.freeze_windows.layer),
+    w.optional(
+        "recommendation.headroomPercent",
+        r.headroom_percent.as_ref(),
     );
-    line(&mut out, "hpa.coordination", &p.hpa_coordination);
+    let limits = r
+        .limits
+        .as_ref()
+        .map(|l| Sourced::new(format!("{:?}", l.value), l.layer));
+    w.optional("recommendation.limits", limits.as_ref());
     for pr in &p.problems {
+        let layer = layer_label(pr.layer, p.policy_name.as_deref());
         let _ = writeln!(
-            out,
-            "  invalid: {} = {:?} ({:?}): {}",
-            pr.field, pr.value, pr.layer, pr.message
+            w.out,
+            "  invalid: {} = {:?} ({layer}): {}",
+            pr.field, pr.value, pr.message
         );
     }
-    out
+    w.out
 }
 
-/// The whole explanation as text.
-pub fn render(
-    key: &WorkloadKey,
-    policy: &EffectivePolicy,
-    e: &Explanation,
-    now: DateTime<Utc>,
-) -> String {
-    let mut out = format!("Workload {key} at {now}\n\n");
-    out.push_str(&render_policy(policy));
+fn guardrail_lines(w: &mut PolicyLines<'_>, p: &EffectivePolicy) {
+    w.dur("guardrails.learningPeriod", &p.learning_period);
+    w.sourced("guardrails.minConfidence", &p.min_confidence);
+    w.line(
+        "guardrails.maxChangePercent",
+        format!("{}%", p.max_change_percent.value),
+        p.max_change_percent.layer,
+    );
+    let min_cpu = quantity::format(Resource::Cpu, p.min_cpu.value);
+    w.line("guardrails.minCPU", min_cpu, p.min_cpu.layer);
+    let min_memory = quantity::format(Resource::Memory, p.min_memory.value);
+    w.line("guardrails.minMemory", min_memory, p.min_memory.layer);
+    w.dur("guardrails.cooldown", &p.cooldown);
+    w.dur("rollback.watchDuration", &p.watch_duration);
+    w.sourced("rollback.oomKills", &p.oom_kills);
+    w.sourced("rollback.restarts", &p.restarts);
+    w.sourced("rollback.throttlingRatio", &p.throttling_ratio);
+}
+
+fn window_lines(w: &mut PolicyLines<'_>, p: &EffectivePolicy) {
+    w.dur("apply.fallbackAfter", &p.fallback_after);
+    w.dur("apply.minWindowRemaining", &p.min_window_remaining);
+    let count = |n: usize| format!("{n} window{}", if n == 1 { "" } else { "s" });
+    w.line(
+        "apply.maintenanceWindows",
+        count(p.maintenance_windows.value.len()),
+        p.maintenance_windows.layer,
+    );
+    w.line(
+        "freezeWindows",
+        count(p.freeze_windows.value.len()),
+        p.freeze_windows.layer,
+    );
+}
+
+fn render_steps(out: &mut String, e: &Explanation) {
     out.push_str("\nPipeline (first match decides)\n");
     for s in &e.steps {
         let verdict = match &s.verdict {
@@ -247,6 +312,30 @@ pub fn render(
             s.name, s.value, s.threshold
         );
     }
+}
+
+fn render_targets(out: &mut String, e: &Explanation) {
+    out.push_str("\nValues (current \u{2192} target)\n");
+    if e.targets.is_empty() {
+        out.push_str("  none: the recommendation names no container Kerf may change\n");
+    }
+    for t in &e.targets {
+        let _ = writeln!(out, "  {t}");
+    }
+}
+
+/// The whole explanation as text.
+pub fn render(
+    key: &WorkloadKey,
+    policy: &EffectivePolicy,
+    e: &Explanation,
+    now: DateTime<Utc>,
+) -> String {
+    let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut out = format!("Workload {key} at {at}\n\n");
+    out.push_str(&render_policy(policy));
+    render_targets(&mut out, e);
+    render_steps(&mut out, e);
     let _ = writeln!(
         out,
         "\nDecision: {} ({:?}): {}",
@@ -257,16 +346,13 @@ pub fn render(
     if let Some(c) = e.cooldown_end {
         let _ = writeln!(out, "Cooldown ends: {c}");
     }
+    let _ = writeln!(out, "Maintenance windows: {}", e.maintenance);
+    let _ = writeln!(out, "Freeze windows: {}", e.freeze);
+    let _ = writeln!(out, "Cluster-wide freeze windows: {}", e.cluster_freeze);
     if let Some(w) = e.next_window {
         let _ = writeln!(out, "Next maintenance window: {w}");
     }
-    match e.next_change_at {
-        Some(at) if at <= now => out.push_str("The change could go in now.\n"),
-        Some(at) => {
-            let _ = writeln!(out, "The change could go in at {at}.");
-        }
-        None => out.push_str("The change waits for something that does not end by itself (see the blocking steps).\n"),
-    }
+    let _ = writeln!(out, "{}", e.next_change);
     out
 }
 
@@ -287,9 +373,36 @@ mod tests {
 
     #[test]
     fn policy_lines_name_their_layer() {
-        let text = render_policy(&EffectivePolicy::builtin());
-        assert!(text.contains("cooldown"));
-        assert!(text.contains("24h"));
-        assert!(text.contains("BuiltIn"));
+        let mut p = EffectivePolicy::builtin();
+        p.policy_name = Some("payments".to_owned());
+        p.cooldown = Sourced::new(chrono::Duration::hours(12), Layer::Policy);
+        p.min_cpu = Sourced::new(50, Layer::ClusterDefaults);
+        p.restarts = Sourced::new(5, Layer::HubCluster);
+        let text = render_policy(&p);
+        let line = |field: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(&format!("{field} ")))
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            line("guardrails.cooldown"),
+            "guardrails.cooldown 12h (policy payments)"
+        );
+        assert_eq!(
+            line("guardrails.minCPU"),
+            "guardrails.minCPU 50m (clusterDefaults)"
+        );
+        assert_eq!(
+            line("guardrails.minMemory"),
+            "guardrails.minMemory 32Mi (built-in)"
+        );
+        assert_eq!(
+            line("rollback.restarts"),
+            "rollback.restarts 5 (hub cluster)"
+        );
+        assert_eq!(line("mode.cpu"), "mode.cpu audit (built-in)");
     }
 }

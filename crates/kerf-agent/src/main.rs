@@ -53,7 +53,7 @@ fn main() -> ExitCode {
 
 /// `kerf-agent explain <ns>/<kind>/<name>`: prints the explanation and exits.
 fn explain(args: &ExplainArgs) -> ExitCode {
-    let settings = match Settings::from_args(&args.settings, &|k| std::env::var(k).ok()) {
+    let settings = match Settings::for_explain(args, &|k| std::env::var(k).ok()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kerf-agent: {e}");

@@ -71,13 +71,21 @@ pub fn main(settings: Settings) -> ExitCode {
     }
 }
 
+/// Logs go to standard output: `text` with colour codes only when standard output is a
+/// terminal, `json` as one object per line with the message and fields at the top level.
 fn init_tracing(log: &LogSettings) {
     let filter = tracing_subscriber::EnvFilter::try_new(&log.filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let res = match log.format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_ansi(false)
+            .try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .try_init(),
     };
     if let Err(e) = res {
         eprintln!("kerf-agent: logging already initialised: {e}");

@@ -16,7 +16,7 @@ use std::time::Duration;
 use kerf_api::policy::{RightsizingPolicySpec, Window};
 use serde::Serialize;
 
-use crate::cli::{LogFormat, RunArgs};
+use crate::cli::{ExplainArgs, LogFormat, RunArgs};
 
 use parse::{
     duration, is_dns_label, is_dns_subdomain, opt_url, parse_cluster_name, parse_count,
@@ -62,14 +62,22 @@ pub enum SettingsError {
         #[source]
         source: std::io::Error,
     },
+    /// The defaults of `run` do not parse (a defect of the flag definitions).
+    #[error("cannot build the default settings: {0}")]
+    Defaults(String),
 }
 
 impl SettingsError {
+    fn defaults(e: clap::Error) -> Self {
+        SettingsError::Defaults(e.to_string())
+    }
+
     /// A short, bounded name of the error kind.
     pub fn category(&self) -> &'static str {
         match self {
             SettingsError::Invalid { .. } => "invalid",
             SettingsError::Unreadable { .. } => "unreadable",
+            SettingsError::Defaults(_) => "defaults",
         }
     }
 
@@ -133,9 +141,9 @@ pub struct HubSettings {
     pub stale_after: Duration,
 }
 
-/// The tolerance as an exact number: thousandths of a percent (5 % = 5000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
+/// The tolerance as an exact number: thousandths of a percent (5 % = 5000). It prints and
+/// serializes as a percentage (`5%`, `2.5%`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tolerance {
     /// Thousandths of a percent, as `kerf_decide::quantity::within_tolerance` takes them.
     pub percent_milli: u32,
@@ -146,6 +154,24 @@ impl Default for Tolerance {
         Tolerance {
             percent_milli: 5_000,
         }
+    }
+}
+
+impl std::fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (int, frac) = (self.percent_milli / 1000, self.percent_milli % 1000);
+        if frac == 0 {
+            write!(f, "{int}%")
+        } else {
+            let digits = format!("{frac:03}");
+            write!(f, "{int}.{}%", digits.trim_end_matches('0'))
+        }
+    }
+}
+
+impl Serialize for Tolerance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -225,7 +251,8 @@ pub struct LeaderElectionSettings {
 pub struct OutboxSettings {
     /// Most events held.
     pub max_events: usize,
-    /// Most bytes held.
+    /// Most bytes held (serialized as `--outbox-max-bytes` takes it: `8Mi`).
+    #[serde(serialize_with = "ser_bytes")]
     pub max_bytes: u64,
 }
 
@@ -255,24 +282,43 @@ fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Er
     s.serialize_str(&format_duration(*d))
 }
 
+fn ser_bytes<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_bytes(*b))
+}
+
+/// Formats a byte size as `--outbox-max-bytes` takes it: `8Mi`, `500Ki`, or bytes.
+pub fn format_bytes(b: u64) -> String {
+    [("Gi", 1u64 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)]
+        .into_iter()
+        .find(|(_, m)| b >= *m && b.is_multiple_of(*m))
+        .map_or_else(|| b.to_string(), |(suffix, m)| format!("{}{suffix}", b / m))
+}
+
 /// Looks up a process environment variable; passed in so that tests need not change the
 /// process environment.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl Settings {
+    /// The settings of `explain`: its decision flags, validated as `run` validates them,
+    /// and `run`'s defaults for the rest.
+    pub fn for_explain(args: &ExplainArgs, env: EnvLookup<'_>) -> Result<Settings, SettingsError> {
+        let run = RunArgs::with_defaults(args.decision.clone()).map_err(SettingsError::defaults)?;
+        Settings::from_args(&run, env)
+    }
+
     /// Validates raw flags. `env` answers the fallbacks that are not flags (POD_NAMESPACE,
     /// POD_NAME, HOSTNAME); files named by flags are read here.
     pub fn from_args(args: &RunArgs, env: EnvLookup<'_>) -> Result<Settings, SettingsError> {
         let namespace = resolve_namespace(args.namespace.as_deref(), env)?;
         Ok(Settings {
-            cluster_name: parse_cluster_name(&args.cluster_name)?,
+            cluster_name: parse_cluster_name(&args.decision.cluster_name)?,
             hub: HubSettings {
-                url: opt_url("hub-url", args.hub_url.as_deref())?,
-                token_file: args.hub_token_file.clone(),
+                url: opt_url("hub-url", args.decision.hub_url.as_deref())?,
+                token_file: args.decision.hub_token_file.clone(),
                 poll_interval: positive_duration("hub-poll-interval", &args.hub_poll_interval)?,
-                stale_after: positive_duration("hub-stale-after", &args.hub_stale_after)?,
+                stale_after: positive_duration("hub-stale-after", &args.decision.hub_stale_after)?,
             },
-            tolerance: parse_tolerance(&args.tolerance)?,
+            tolerance: parse_tolerance(&args.decision.tolerance)?,
             health: HealthSettings {
                 metrics_url: opt_url("health-metrics-url", args.health_metrics_url.as_deref())?,
                 cadvisor_fallback: args.health_cadvisor_fallback,
@@ -282,6 +328,7 @@ impl Settings {
                 )?,
             },
             unsupported_node_selectors: args
+                .decision
                 .unsupported_node_selectors
                 .iter()
                 .filter(|s| !s.trim().is_empty())
@@ -295,10 +342,12 @@ impl Settings {
                 settle: duration("on-delete-settle", &args.on_delete_settle)?,
             },
             freeze: FreezeSettings {
-                now: args.freeze_now,
-                windows: parse_freeze_windows(args.freeze_windows.as_deref())?,
+                now: args.decision.freeze_now,
+                windows: parse_freeze_windows(args.decision.freeze_windows.as_deref())?,
             },
-            cluster_defaults: read_cluster_defaults(args.cluster_defaults_file.as_deref())?,
+            cluster_defaults: read_cluster_defaults(
+                args.decision.cluster_defaults_file.as_deref(),
+            )?,
             leader_election: leader_election(args, namespace.clone(), env)?,
             outbox: OutboxSettings {
                 max_events: parse_count("outbox-max-events", &args.outbox_max_events)? as usize,

@@ -224,7 +224,7 @@ fn each_invalid_value_is_named() {
         assert!(got.contains(want), "{flags:?}: got {got:?}, want {want:?}");
     }
     let mut a = args(&[]).unwrap();
-    a.cluster_name = "Prod EU".into();
+    a.decision.cluster_name = "Prod EU".into();
     let e = Settings::from_args(&a, &|_| None).unwrap_err().to_string();
     assert!(e.contains(r#"invalid --cluster-name "Prod EU""#), "{e}");
 }
@@ -368,7 +368,7 @@ fn environment_variables_set_values() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["clusterName"], "from-env");
-    assert_eq!(v["tolerance"], 7500);
+    assert_eq!(v["tolerance"], "7.5%");
     assert_eq!(
         v["unsupportedNodeSelectors"],
         serde_json::json!([{"a": "b", "c": "d"}, {"e": "f"}])
@@ -436,4 +436,225 @@ fn run_help_documents_every_flag_with_its_variable() {
             "{var} missing from --help"
         );
     }
+}
+
+// rule: AP-39
+#[test]
+fn an_invalid_cluster_freeze_window_is_refused_naming_it() {
+    let e = err(&[
+        "--freeze-windows",
+        r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#,
+    ]);
+    assert!(e.starts_with("invalid --freeze-windows "), "{e}");
+    assert!(e.contains(r#"window 0: schedule "0 25 * * *""#), "{e}");
+    let e = err(&[
+        "--freeze-windows",
+        r#"[{"schedule":"0 22 * * 5","duration":"2h","timeZone":"Mars/Olympus"}]"#,
+    ]);
+    assert!(e.contains(r#"window 0: timeZone "Mars/Olympus""#), "{e}");
+    let e = err(&[
+        "--freeze-windows",
+        r#"[{"start":"2026-01-02T00:00:00Z","end":"2025-12-20T00:00:00Z"}]"#,
+    ]);
+    assert!(e.contains("window 0: "), "{e}");
+}
+
+#[test]
+fn an_unknown_key_in_the_cluster_defaults_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = dir.path().join("defaults.yaml");
+    let path = defaults.to_str().unwrap();
+    std::fs::write(&defaults, "mode: auto-patch\nguardrail:\n  cooldown: 12h\n").unwrap();
+    let e = err(&["--cluster-defaults-file", path]);
+    assert!(e.starts_with("invalid --cluster-defaults-file "), "{e}");
+    assert!(e.contains("unknown key guardrail"), "{e}");
+    std::fs::write(&defaults, "guardrails:\n  cooldwn: 12h\n  minCPU: 20m\n").unwrap();
+    let e = err(&["--cluster-defaults-file", path]);
+    assert!(e.contains("unknown key guardrails.cooldwn"), "{e}");
+    // Every documented field is known, empty values included.
+    std::fs::write(
+        &defaults,
+        "mode: audit\nresources:\n  cpu:\n    mode: auto-patch\napply:\n  strategy: in-place\n  maintenanceWindows: []\n  freezeWindows:\n    - schedule: \"0 22 * * 5\"\n      duration: 2h\nguardrails:\n  cooldown: 12h\n  minCPU: 20m\n  rollback:\n    oomKills: 2\nhpa:\n  coordination: true\nrecommendation:\n  cpuPercentile: 90\n",
+    )
+    .unwrap();
+    let s = settings(&["--cluster-defaults-file", path]);
+    assert!(s.is_ok(), "{s:?}");
+}
+
+#[test]
+fn print_settings_writes_the_units_the_flags_take() {
+    let out = agent()
+        .args([
+            "run",
+            "--print-settings",
+            "--cluster-name",
+            "c",
+            "--leader-identity",
+            "a",
+        ])
+        .args([
+            "--tolerance",
+            "5",
+            "--outbox-max-bytes",
+            "500Ki",
+            "--on-delete-settle",
+            "30s",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tolerance"], "5%");
+    assert_eq!(v["outbox"]["maxBytes"], "500Ki");
+    assert_eq!(v["onDelete"]["settle"], "30s");
+    assert_eq!(v["leaderElection"]["leaseDuration"], "15s");
+}
+
+// rule: AP-39
+#[test]
+fn startup_with_an_invalid_freeze_window_exits_2_naming_the_field() {
+    for extra in [&["--print-settings"][..], &[]] {
+        let out = agent()
+            .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
+            .args([
+                "--freeze-windows",
+                r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#,
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("invalid --freeze-windows"), "{stderr}");
+        assert!(stderr.contains(r#"schedule "0 25 * * *""#), "{stderr}");
+    }
+}
+
+#[test]
+fn startup_with_an_unknown_cluster_defaults_key_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = dir.path().join("defaults.yaml");
+    std::fs::write(&defaults, "guardrail:\n  cooldown: 12h\n").unwrap();
+    let out = agent()
+        .args([
+            "run",
+            "--cluster-name",
+            "c",
+            "--leader-identity",
+            "a",
+            "--print-settings",
+        ])
+        .arg("--cluster-defaults-file")
+        .arg(&defaults)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --cluster-defaults-file"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unknown key guardrail"), "{stderr}");
+}
+
+#[test]
+fn explain_help_shows_only_its_own_flags() {
+    let out = agent().args(["explain", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for used in [
+        "<TARGET>",
+        "--cluster-name",
+        "--hub-url",
+        "--hub-token-file",
+        "--hub-stale-after",
+        "--tolerance",
+        "--unsupported-node-selector",
+        "--cluster-defaults-file",
+        "--freeze-now",
+        "--freeze-windows",
+    ] {
+        assert!(
+            help.contains(used),
+            "{used} missing from explain --help:\n{help}"
+        );
+    }
+    for unused in [
+        "--hub-poll-interval",
+        "--metrics-addr",
+        "--webhook-addr",
+        "--webhook-cert-file",
+        "--lease-duration",
+        "--leader-election",
+        "--outbox-max-bytes",
+        "--on-delete-settle",
+        "--health-metrics-url",
+        "--log-format",
+        "--print-settings",
+    ] {
+        assert!(
+            !help.contains(unused),
+            "{unused} in explain --help:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn explain_validates_its_settings_like_run() {
+    let out = agent()
+        .args(["explain", "shop/deployment/web", "--cluster-name", "c"])
+        .args([
+            "--freeze-windows",
+            r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid --freeze-windows"), "{stderr}");
+}
+
+/// Runs `run` where no cluster is reachable: the agent logs why it stops and exits 1.
+fn run_without_a_cluster(format: &str) -> std::io::Result<String> {
+    let dir = tempfile::tempdir()?;
+    let out = agent()
+        .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
+        .args(["--log-format", format])
+        .env("KUBECONFIG", dir.path().join("missing-kubeconfig"))
+        .env("HOME", dir.path())
+        .output()?;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn text_logs_carry_no_colour_codes_when_not_on_a_terminal() {
+    let logs = run_without_a_cluster("text").unwrap();
+    assert!(logs.contains("kerf-agent stopped"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "colour codes in {logs:?}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let logs = run_without_a_cluster("json").unwrap();
+    let lines: Vec<&str> = logs.lines().collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["timestamp"].is_string(), "{line}");
+    }
+    let last: serde_json::Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
+    assert_eq!(last["message"], "kerf-agent stopped", "{last}");
+    assert_eq!(last["level"], "ERROR");
 }

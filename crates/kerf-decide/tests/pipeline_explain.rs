@@ -6,11 +6,14 @@ mod fixture;
 
 use chrono::Duration;
 use fixture::*;
+use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::ChangeState;
 use kerf_api::wellknown as wk;
+use kerf_decide::effective::{Layer, Sourced};
 use kerf_decide::explain;
-use kerf_decide::explain::Verdict;
+use kerf_decide::explain::{NextChange, Verdict, WindowState};
 use kerf_decide::pipeline::Check;
+use kerf_decide::window::WindowList;
 
 // rule: GR-21, GR-42
 #[test]
@@ -64,4 +67,99 @@ fn a_block_with_no_end_of_its_own_has_no_next_change_time() {
     f.hub.last_success = None;
     let e = explain(&f, &policy(), now());
     assert_eq!(e.next_change_at, None);
+}
+
+fn hourly_two_hour_window() -> kerf_api::policy::Window {
+    kerf_api::policy::Window {
+        schedule: Some("0 * * * *".into()),
+        duration: Some(kerf_api::GoDuration::from("2h")),
+        ..Default::default()
+    }
+}
+
+// rule: GR-45
+#[test]
+fn a_skip_waits_for_nothing() {
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    let e = explain(&facts(), &p, now());
+    assert_eq!(e.next_change, NextChange::NoChange(wk::REASON_MODE_AUDIT));
+    assert_eq!(e.next_change_at, None);
+    let text = e.next_change.to_string();
+    assert!(!text.contains("does not end by itself"), "{text}");
+    assert!(text.contains("no change to make (ModeAudit)"), "{text}");
+}
+
+// rule: GR-46
+#[test]
+fn a_block_with_no_end_of_its_own_is_held() {
+    let mut f = facts();
+    f.hub.last_success = None;
+    let e = explain(&f, &policy(), now());
+    assert_eq!(e.next_change, NextChange::Held);
+    assert!(e.next_change.to_string().contains("does not end by itself"));
+}
+
+// rule: GR-56, AP-29
+#[test]
+fn a_maintenance_window_open_now_is_shown_open_not_with_its_next_opening() {
+    let mut p = policy();
+    set_strategy(&mut p, Strategy::Deferred);
+    p.maintenance_windows = Sourced::new(
+        WindowList::new(vec![hourly_two_hour_window()]),
+        Layer::Policy,
+    );
+    // Every minute of an hour: the opening of the last full hour is still open.
+    for minute in [0, 1, 39, 59] {
+        let at = now() + Duration::minutes(minute) + Duration::milliseconds(250);
+        let mut f = facts();
+        f.hub.last_success = Some(at);
+        let e = explain(&f, &p, at);
+        assert!(
+            matches!(e.maintenance, WindowState::OpenUntil(Some(end)) if end > at),
+            "{minute}: {:?}",
+            e.maintenance
+        );
+        assert!(e.maintenance.to_string().starts_with("open now, until "));
+        assert_eq!(e.next_window, None, "{minute}");
+        assert_eq!(e.next_change, NextChange::Now, "{minute}");
+    }
+}
+
+// rule: GR-52, AP-39
+#[test]
+fn a_freeze_window_open_now_is_shown_open() {
+    let mut p = policy();
+    p.freeze_windows = Sourced::new(
+        WindowList::new(vec![hourly_two_hour_window()]),
+        Layer::Policy,
+    );
+    let at = now() + Duration::minutes(39);
+    let mut f = facts();
+    f.hub.last_success = Some(at);
+    let e = explain(&f, &p, at);
+    assert!(
+        matches!(e.freeze, WindowState::OpenUntil(Some(_))),
+        "{:?}",
+        e.freeze
+    );
+    assert_eq!(e.cluster_freeze, WindowState::NoneConfigured);
+    assert_eq!(e.decision.reason(), wk::REASON_FREEZE_WINDOW);
+}
+
+#[test]
+fn explain_lists_current_and_target_values_in_every_mode() {
+    for (mode, tag) in [(Mode::AutoPatch, ""), (Mode::Audit, " [mode audit]")] {
+        let mut p = policy();
+        set_mode(&mut p, mode, mode);
+        let e = explain(&facts(), &p, now());
+        let lines: Vec<String> = e.targets.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            vec![
+                format!("app/cpu: request 500m \u{2192} 250m, limit none (kept){tag}"),
+                format!("app/memory: request 256Mi (kept), limit 512Mi (kept){tag}"),
+            ]
+        );
+    }
 }

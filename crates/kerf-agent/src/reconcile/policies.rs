@@ -1,7 +1,8 @@
 //! RightsizingPolicy status (design D3): `Valid` names every invalid field (a policy that
-//! does not convert, or whose fields fail validation, is ignored by the decisions and
-//! never stops them), `matchedWorkloads` counts the workloads it is the effective policy
-//! of, `observedGeneration` the generation seen. Written only when it differs.
+//! does not convert selects no workload; one whose fields fail validation still takes
+//! part, each invalid field counting as its safe value), `matchedWorkloads` counts the
+//! workloads it is the effective policy of, `observedGeneration` the generation seen.
+//! Written only when it differs.
 
 use std::collections::BTreeMap;
 
@@ -73,6 +74,21 @@ pub fn validity(entry: &PolicyEntry) -> (ConditionStatus, &'static str, String) 
             problems.join("; "),
         )
     }
+}
+
+/// What an invalid policy does, as it is: a policy that does not convert selects no
+/// workload; one with invalid fields still takes part, each invalid field counting as its
+/// safe value (an invalid freeze window as open).
+pub fn invalid_policy_message(converts: bool) -> &'static str {
+    if converts {
+        "policy has invalid fields; it still applies to the workloads it selects, each invalid field counting as its safe value (an invalid freeze window as open) until fixed"
+    } else {
+        "policy cannot be read; it selects no workload until fixed"
+    }
+}
+
+fn log_invalid(name: &str, converts: bool, problems: &str) {
+    tracing::warn!(policy = %name, problems = %problems, "{}", invalid_policy_message(converts));
 }
 
 /// How many workloads each policy is the effective policy of.
@@ -179,12 +195,12 @@ async fn sync_one(
     )
     .await
     .map_err(kube_err)?;
-    if desired
+    let invalid = desired
         .conditions
         .iter()
-        .any(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False)
-    {
-        tracing::warn!(policy = %name, "policy is invalid; it is ignored until fixed");
+        .find(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False);
+    if let Some(c) = invalid {
+        log_invalid(&name, entry.policy.is_ok(), &c.message);
     }
     Ok(())
 }

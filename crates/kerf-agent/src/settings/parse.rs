@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use kerf_api::policy::{RightsizingPolicySpec, Window};
 use kerf_decide::duration::{DurationError, format_go_duration, parse_go_duration};
+use kerf_decide::window::parse_window;
+use serde_json::Value;
 
 use super::{MAX_WINDOWS, NodeSelector, SettingsError, Tolerance};
 
@@ -246,28 +248,15 @@ pub fn parse_freeze_windows(v: Option<&str>) -> Result<Vec<Window>, SettingsErro
         ));
     }
     for (i, w) in windows.iter().enumerate() {
-        if !window_shape_ok(w) {
+        if let Err(e) = parse_window(w) {
             return Err(SettingsError::invalid(
                 "freeze-windows",
                 v,
-                format!(
-                    "window {i}: a window is either schedule and duration (with an optional timeZone) or start and end"
-                ),
+                format!("window {i}: {e}"),
             ));
         }
     }
     Ok(windows)
-}
-
-fn window_shape_ok(w: &Window) -> bool {
-    let recurring =
-        w.schedule.is_some() && w.duration.is_some() && w.start.is_none() && w.end.is_none();
-    let one_off = w.schedule.is_none()
-        && w.duration.is_none()
-        && w.time_zone.is_none()
-        && w.start.is_some()
-        && w.end.is_some();
-    recurring || one_off
 }
 
 /// Reads the clusterDefaults file: the policy fields of a RightsizingPolicy spec, without
@@ -295,5 +284,64 @@ pub fn read_cluster_defaults(
             "selector and priority belong to a RightsizingPolicy, not to clusterDefaults",
         ));
     }
+    let unknown = unknown_keys_in(&text, &spec)
+        .map_err(|reason| SettingsError::invalid(FLAG, &shown, reason))?;
+    if !unknown.is_empty() {
+        return Err(SettingsError::invalid(
+            FLAG,
+            shown,
+            format!(
+                "unknown key {}: the keys are the policy fields of a RightsizingPolicy spec",
+                unknown.join(", ")
+            ),
+        ));
+    }
     Ok(Some(spec))
+}
+
+/// The keys of the YAML `text` that `spec`, read from it, does not hold: keys no field
+/// reads (a typo such as `guardrail`), as dotted paths. Keys with an empty value (null,
+/// `[]`, `{}`) are not reported, since a field may leave those out when written.
+fn unknown_keys_in(text: &str, spec: &RightsizingPolicySpec) -> Result<Vec<String>, String> {
+    let input: Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let known = serde_json::to_value(spec).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    unknown_keys(&input, &known, "", &mut out);
+    Ok(out)
+}
+
+fn unknown_keys(input: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (input, known) {
+        (Value::Object(given), Value::Object(read)) => {
+            for (key, v) in given {
+                match read.get(key) {
+                    Some(r) => unknown_keys(v, r, &join(key), out),
+                    None if is_empty(v) => {}
+                    None => out.push(join(key)),
+                }
+            }
+        }
+        (Value::Array(given), Value::Array(read)) => {
+            for (i, (v, r)) in given.iter().zip(read).enumerate() {
+                unknown_keys(v, r, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
 }
