@@ -179,14 +179,8 @@ fn verify_serving_cert(leaf: &str, ca: &str) -> Res<()> {
 
 /// A CA of the user's: (certificate PEM, key PEM).
 fn user_ca() -> Res<(String, String)> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "platform-ca");
-    let key = KeyPair::generate()?;
-    Ok((params.self_signed(&key)?.pem(), key.serialize_pem()))
+    let ca = kerf_testkit::TestCa::new()?;
+    Ok((ca.pem().to_owned(), ca.key_pem()))
 }
 
 #[test]

@@ -39,6 +39,11 @@ impl TestCa {
         &self.pem
     }
 
+    /// The CA's private key, PEM (PKCS#8), for a CA handed to a chart or a signer.
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     /// A serving certificate for the DNS name `dns` and the IP 127.0.0.1, with common
     /// name `cn`.
     pub fn leaf(&self, dns: &str, cn: &str) -> anyhow::Result<Leaf> {
