@@ -2,6 +2,8 @@
 //! rendering of answers and errors as the real kube-apiserver renders them.
 
 pub mod audit;
+pub mod crd_formats;
+pub mod crd_prune;
 pub mod crd_schema;
 pub mod defaults;
 pub mod discovery;
@@ -9,6 +11,7 @@ pub mod eviction;
 pub mod fields;
 pub mod kubeconfig;
 pub mod list;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod resize;
@@ -19,7 +22,9 @@ pub mod ssa;
 pub mod table;
 pub mod tls;
 pub mod validation;
+pub mod warnings;
 pub mod watch;
+pub mod watch_delay;
 
 use std::collections::HashMap;
 

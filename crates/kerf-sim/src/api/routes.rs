@@ -297,7 +297,7 @@ async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiErr
     obj["apiVersion"] = json!(t.gvr.api_version());
     obj["kind"] = json!(t.gvr.kind);
     super::defaults::apply(&t.gvr, &mut obj);
-    super::validation::validate_create(ctx, &t.gvr, &obj)?;
+    super::validation::validate_create(ctx, &t.gvr, &mut obj)?;
     if req.q("dryRun").is_some() {
         return Ok(obj);
     }
@@ -357,7 +357,7 @@ fn update(
     } else {
         super::defaults::apply(&t.gvr, &mut obj);
     }
-    super::validation::validate_update(ctx, &t.gvr, &old, &obj, sub)?;
+    super::validation::validate_update(ctx, &t.gvr, &old, &mut obj, sub)?;
     match sub {
         None | Some("status") => {}
         Some("resize") => return super::resize::put(ctx, req, t, name, obj),
