@@ -36,9 +36,7 @@ where
     Ok(())
 }
 
-/// Namespace `shop` with Deployment `web` (2 replicas), its PDB and HPA, and two policies:
-/// `good`, and `bad` whose priority passes the CRD schema (an integer, no bounds) but
-/// does not fit the typed field (int32).
+/// Namespace `shop` with Deployment `web` (2 replicas), its PDB and HPA, and policy `good`.
 async fn seed(client: &Client) -> anyhow::Result<()> {
     create(
         &Api::<Namespace>::all(client.clone()),
@@ -71,18 +69,32 @@ async fn seed(client: &Client) -> anyhow::Result<()> {
     }))
     .await?;
     let policies = policy_api(client);
-    for (name, priority) in [("good", json!(10)), ("bad", json!(4_294_967_296_i64))] {
-        create(
-            &policies,
-            json!({
-                "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
-                "metadata": {"name": name},
-                "spec": {"priority": priority, "mode": "audit", "selector": {"namespaces": [NS]},
-                    "guardrails": {"cooldown": "12h"}}
-            }),
-        )
-        .await?;
-    }
+    create(&policies, policy_json("good", json!(10))).await?;
+    Ok(())
+}
+
+fn policy_json(name: &str, priority: serde_json::Value) -> serde_json::Value {
+    json!({
+        "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
+        "metadata": {"name": name},
+        "spec": {"priority": priority, "mode": "audit", "selector": {"namespaces": [NS]},
+            "guardrails": {"cooldown": "12h"}}
+    })
+}
+
+/// Policy `bad`, whose priority does not fit the typed field (int32), written straight
+/// into kerf-sim's store: the API server refuses it (the CRD says int32), so it reaches a
+/// cluster only through an older CRD.
+fn seed_unconvertible_policy(sim: &Sim) -> anyhow::Result<()> {
+    let store = &sim.context().store;
+    let kind = store
+        .lookup("kerf.getkerf.dev", "v1alpha1", "rightsizingpolicies")
+        .ok_or_else(|| anyhow::anyhow!("the policy CRD is not served"))?;
+    store.create(
+        &kind,
+        policy_json("bad", json!(4_294_967_296_i64)),
+        "kubectl",
+    )?;
     Ok(())
 }
 
@@ -103,6 +115,7 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
     let client = sim.client();
     apply_crds(&client).await.unwrap();
     seed(&client).await.unwrap();
+    seed_unconvertible_policy(&sim).unwrap();
 
     let cache = CacheSet::new();
     let _watches = cache.start(client.clone(), CacheMetrics::default());

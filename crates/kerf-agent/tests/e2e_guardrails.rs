@@ -131,9 +131,11 @@ async fn a_malformed_policy_is_named_invalid_and_the_good_ones_still_apply() -> 
     env.wait_ready("web", 2).await?;
     env.policy("good", policy_spec(&env.ns, "auto-patch", "in-place"))
         .await?;
-    // Passes the CRD schema (an integer without bounds) but not the typed field (int32).
+    // Passes the CRD schema (a real API server stores it) but not the agent's checks: the
+    // freeze window's cron schedule has no hour 25 and its time zone does not exist.
     let mut bad = policy_spec("elsewhere", "auto-patch", "in-place");
-    bad["priority"] = json!(4_294_967_296_i64);
+    bad["apply"]["freezeWindows"] =
+        json!([{"schedule": "0 25 * * *", "duration": "1h", "timeZone": "Mars/Olympus_Mons"}]);
     env.policy("bad", bad).await?;
     env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
     env.start_agent(&AgentOptions::default()).await?;
@@ -148,7 +150,10 @@ async fn a_malformed_policy_is_named_invalid_and_the_good_ones_still_apply() -> 
     .await?;
     assert_eq!(bad["reason"], "InvalidSpec");
     let message = bad["message"].as_str().unwrap_or_default();
-    assert!(message.contains("spec.priority"), "{message}");
+    for field in ["schedule", "timeZone"] {
+        let path = format!("spec.apply.freezeWindows[0].{field}");
+        assert!(message.contains(&path), "{path} not named in {message}");
+    }
     let good = e2e_support::eventually("Valid=True on policy good", e2e_support::WAIT, || async {
         let p = serde_json::to_value(policies.get("good").await.ok()?).ok()?;
         let valid = condition(&p, "Valid")?.clone();

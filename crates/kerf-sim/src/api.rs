@@ -2,11 +2,14 @@
 //! rendering of answers and errors as the real kube-apiserver renders them.
 
 pub mod audit;
+pub mod crd_formats;
+pub mod crd_prune;
 pub mod crd_schema;
 pub mod discovery;
 pub mod eviction;
 pub mod kubeconfig;
 pub mod list;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod resize;
@@ -18,7 +21,9 @@ pub mod table;
 pub mod target;
 pub mod tls;
 pub mod validation;
+pub mod warnings;
 pub mod watch;
+pub mod watch_delay;
 
 /// Defaulting lives below the store (every write is defaulted); named here too, where the
 /// API server's callers look for it.

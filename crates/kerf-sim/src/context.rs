@@ -37,6 +37,10 @@ pub struct SimConfig {
     pub clock: Clock,
     /// Whether to start the controllers and the kubelet.
     pub run_controllers: bool,
+    /// How late each watch stream delivers a change: a random time within the range, in
+    /// order (see [`crate::api::watch_delay`]). `d..d` is a fixed delay; the default, zero,
+    /// delivers at once.
+    pub watch_delay: std::ops::Range<Duration>,
 }
 
 impl Default for SimConfig {
@@ -53,6 +57,7 @@ impl Default for SimConfig {
             port: 0,
             clock: Clock::default(),
             run_controllers: true,
+            watch_delay: crate::api::watch_delay::NONE,
         }
     }
 }

@@ -63,6 +63,10 @@ struct ServeArgs {
     /// Bearer token the dev hub requires (with --hub-file; none: any request is accepted).
     #[arg(long)]
     hub_token: Option<String>,
+    /// How late watches deliver each change: a range such as `50ms..400ms` (a random delay
+    /// per change and watch, order kept) or a fixed `200ms`. Default: at once.
+    #[arg(long, value_parser = kerf_sim::api::watch_delay::parse_range)]
+    watch_delay: Option<std::ops::Range<std::time::Duration>>,
 }
 
 #[derive(Args)]
@@ -119,6 +123,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         kubernetes_minor: parse_minor(&args.kubernetes_version)?,
         kubeconfig_path: Some(args.kubeconfig),
         port: args.port,
+        watch_delay: args.watch_delay.unwrap_or(kerf_sim::api::watch_delay::NONE),
         ..SimConfig::default()
     };
     let sim = Sim::start(config).await?;

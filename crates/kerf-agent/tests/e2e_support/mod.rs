@@ -3,18 +3,26 @@
 //!
 //! The cluster is an in-process kerf-sim, or, with `KERF_E2E_CLUSTER=kubeconfig`, the
 //! cluster `KUBECONFIG` (or the in-cluster config) names; the dev hub and the agent run in
-//! this process either way. Scenarios tagged `sim` call [`Env::sim_only`] and are skipped
-//! on a real cluster.
+//! this process either way. On such a cluster the harness makes the agent's namespace
+//! `kerf-system` when it is missing, and each scenario deletes what it made when its [`Env`]
+//! is dropped (passing or failing): its namespace, its policies, the agent's kept hub state
+//! and Lease. Scenarios tagged `sim` call [`Env::sim_only`]: on a real cluster they are
+//! skipped, with a `SKIPPED (sim-only): <name>` line and a running summary on stderr that
+//! the test harness does not capture. `KERF_E2E_WATCH_DELAY` (`50ms..400ms`) makes the
+//! in-process kerf-sim deliver watch events late (`SimConfig::watch_delay`).
 
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::sync::Arc;
+use std::io::Write;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_agent::cli::{Cli, Command};
 use kerf_agent::clock::SystemClock;
@@ -24,7 +32,9 @@ use kerf_api::event::{Event, EventType};
 use kerf_api::hub::{ClusterConfig, Recommendation};
 use kerf_sim::hub::{DevHub, DevHubConfig};
 use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -41,6 +51,12 @@ pub const POLL: Duration = Duration::from_millis(100);
 pub const USER_MANAGER: &str = "kubectl-client-side-apply";
 /// Environment variable that selects a real cluster (`kubeconfig`).
 pub const CLUSTER_ENV: &str = "KERF_E2E_CLUSTER";
+/// Environment variable with a watch delay for the in-process kerf-sim (`50ms..400ms`).
+pub const WATCH_DELAY_ENV: &str = "KERF_E2E_WATCH_DELAY";
+/// The agent's namespace.
+pub const AGENT_NAMESPACE: &str = "kerf-system";
+/// The agent's Lease (the `--lease-name` default).
+pub const AGENT_LEASE: &str = "kerf-agent";
 
 /// Agent settings a scenario may change; the rest are short e2e defaults.
 #[derive(Clone, Debug)]
@@ -71,6 +87,8 @@ pub struct Env {
     /// The namespace of the scenario's workloads.
     pub ns: String,
     agent: Option<Agent>,
+    /// The policies [`Env::policy`] made, deleted on a real cluster when the scenario ends.
+    policies: Mutex<Vec<String>>,
 }
 
 fn init_logs() {
@@ -82,47 +100,103 @@ fn init_logs() {
         .try_init();
 }
 
+/// Installs rustls' process-wide crypto provider (ring), which kube's client needs for a
+/// cluster reached over TLS; a second call changes nothing.
+pub fn init_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Whether [`CLUSTER_ENV`] selects a real cluster.
+pub fn real_cluster() -> bool {
+    std::env::var(CLUSTER_ENV).is_ok_and(|v| v == "kubeconfig")
+}
+
+/// The watch delay [`WATCH_DELAY_ENV`] asks for (none when unset).
+pub fn watch_delay_from_env() -> anyhow::Result<Range<Duration>> {
+    match std::env::var(WATCH_DELAY_ENV) {
+        Ok(v) if !v.trim().is_empty() => kerf_sim::api::watch_delay::parse_range(&v)
+            .map_err(|e| anyhow::anyhow!("{WATCH_DELAY_ENV}: {e}")),
+        _ => Ok(kerf_sim::api::watch_delay::NONE),
+    }
+}
+
+/// Sim-only scenarios of this test binary: skipped on a real cluster, and run on an
+/// in-process kerf-sim while a real cluster was asked for.
+static SIM_ONLY: Mutex<(Vec<String>, Vec<String>)> = Mutex::new((Vec::new(), Vec::new()));
+
+/// Reports a sim-only scenario on stderr, past the test harness's output capture, with a
+/// summary of this binary's sim-only scenarios so far.
+fn report_sim_only(scenario: &str, skipped: bool) {
+    let Ok(mut all) = SIM_ONLY.lock() else {
+        return;
+    };
+    let line = if skipped {
+        all.0.push(scenario.to_owned());
+        format!("SKIPPED (sim-only): {scenario}")
+    } else {
+        all.1.push(scenario.to_owned());
+        format!("RAN ON KERF-SIM (sim-only): {scenario}")
+    };
+    let summary = format!(
+        "e2e sim-only summary: {} skipped [{}], {} ran on kerf-sim [{}]",
+        all.0.len(),
+        all.0.join(", "),
+        all.1.len(),
+        all.1.join(", ")
+    );
+    let _ = std::io::stderr().write_all(format!("{line}\n{summary}\n").as_bytes());
+}
+
 impl Env {
     /// Starts a cluster (kerf-sim unless [`CLUSTER_ENV`] says otherwise), applies the CRDs,
-    /// makes namespace `<scenario>` (with a random suffix on a real cluster) and starts a
-    /// dev hub with an empty recommendation list and config.
+    /// makes the agent's namespace if missing and namespace `<scenario>` (with a random
+    /// suffix on a real cluster), and starts a dev hub with an empty recommendation list
+    /// and config.
     pub async fn start(scenario: &str) -> anyhow::Result<Env> {
         init_logs();
-        let real = std::env::var(CLUSTER_ENV).is_ok_and(|v| v == "kubeconfig");
-        let (sim, client, ns) = if real {
-            let client = Client::try_default().await?;
+        init_crypto();
+        if real_cluster() {
+            let client = Client::try_default().await.map_err(|e| {
+                anyhow::anyhow!("{CLUSTER_ENV}=kubeconfig: no client from KUBECONFIG: {e}")
+            })?;
             let ns = format!("{scenario}-{:04x}", fastrand::u16(..));
-            (None, client, ns)
-        } else {
-            let sim = Sim::start(SimConfig {
-                kubelet_ready_delay: Duration::from_millis(50),
-                ..SimConfig::default()
-            })
-            .await?;
-            let client = sim.client();
-            (Some(sim), client, scenario.to_owned())
-        };
+            return Env::on_cluster(None, client, ns).await;
+        }
+        let sim = Sim::start(SimConfig {
+            kubelet_ready_delay: Duration::from_millis(50),
+            watch_delay: watch_delay_from_env()?,
+            ..SimConfig::default()
+        })
+        .await?;
+        let client = sim.client();
+        Env::on_cluster(Some(sim), client, scenario.to_owned()).await
+    }
+
+    /// The CRDs, the agent's namespace, the scenario's namespace and a dev hub.
+    async fn on_cluster(sim: Option<Sim>, client: Client, ns: String) -> anyhow::Result<Env> {
         apply_crds(&client).await?;
-        let nss: Api<Namespace> = Api::all(client.clone());
-        let body = json!({"metadata": {"name": ns, "labels": {"kerf-e2e": "true"}}});
-        nss.create(&PostParams::default(), &serde_json::from_value(body)?)
-            .await?;
+        ensure_namespace(&client, AGENT_NAMESPACE, false).await?;
         let hub = kerf_sim::hub::start(DevHubConfig::default()).await?;
         hub.set_recommendations(CLUSTER, Vec::new());
         hub.set_config(CLUSTER, ClusterConfig::default());
-        Ok(Env {
+        let env = Env {
             sim,
             client,
             hub,
             ns,
             agent: None,
-        })
+            policies: Mutex::new(Vec::new()),
+        };
+        // Made last: from here on, dropping the Env cleans up.
+        ensure_namespace(&env.client, &env.ns, true).await?;
+        Ok(env)
     }
 
-    /// Whether the scenario runs on kerf-sim. A `sim` scenario returns early otherwise.
+    /// Whether the scenario runs on kerf-sim. A `sim` scenario returns early otherwise,
+    /// and is reported as skipped (see [`report_sim_only`]).
     pub fn sim_only(&self, scenario: &str) -> bool {
         if self.sim.is_none() {
-            eprintln!("{scenario}: skipped, it needs kerf-sim's fault injection");
+            report_sim_only(scenario, true);
         }
         self.sim.is_some()
     }
@@ -196,6 +270,11 @@ impl Env {
             "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
             "metadata": {"name": name}, "spec": spec,
         });
+        if let Ok(mut made) = self.policies.lock()
+            && !made.iter().any(|p| p == name)
+        {
+            made.push(name.to_owned());
+        }
         let pp = PatchParams::apply(USER_MANAGER).force();
         policy_api(&self.client)
             .patch(name, &pp, &Patch::Apply(&body))
@@ -472,9 +551,13 @@ pub fn pod_resources(p: &Pod) -> Value {
 
 impl Env {
     /// Like [`Env::start`], always on a kerf-sim built from `config` (for `sim` scenarios
-    /// that need a particular Kubernetes version or node size).
-    pub async fn start_sim(scenario: &str, config: SimConfig) -> anyhow::Result<Env> {
+    /// that need a particular Kubernetes version or node size). [`WATCH_DELAY_ENV`] applies
+    /// when `config` sets no watch delay.
+    pub async fn start_sim(scenario: &str, mut config: SimConfig) -> anyhow::Result<Env> {
         init_logs();
+        if config.watch_delay == kerf_sim::api::watch_delay::NONE {
+            config.watch_delay = watch_delay_from_env()?;
+        }
         Env::with_sim(scenario, Sim::start(config).await?).await
     }
 
@@ -482,22 +565,11 @@ impl Env {
     /// say); the client is made on the caller's runtime.
     pub async fn with_sim(scenario: &str, sim: Sim) -> anyhow::Result<Env> {
         init_logs();
+        if real_cluster() {
+            report_sim_only(scenario, false);
+        }
         let client = kerf_sim::sim::client_for(sim.kubeconfig_path()).await?;
-        apply_crds(&client).await?;
-        let nss: Api<Namespace> = Api::all(client.clone());
-        let body = json!({"metadata": {"name": scenario, "labels": {"kerf-e2e": "true"}}});
-        nss.create(&PostParams::default(), &serde_json::from_value(body)?)
-            .await?;
-        let hub = kerf_sim::hub::start(DevHubConfig::default()).await?;
-        hub.set_recommendations(CLUSTER, Vec::new());
-        hub.set_config(CLUSTER, ClusterConfig::default());
-        Ok(Env {
-            sim: Some(sim),
-            client,
-            hub,
-            ns: scenario.to_owned(),
-            agent: None,
-        })
+        Env::on_cluster(Some(sim), client, scenario.to_owned()).await
     }
 
     /// Starts an agent with `settings` as given (stopping a running one first).
@@ -521,4 +593,90 @@ pub fn metric_sample(metrics: &str, series: &str) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Creates namespace `name` (labelled `kerf-e2e=true` when `scenario`); an existing one is
+/// kept.
+pub async fn ensure_namespace(client: &Client, name: &str, scenario: bool) -> anyhow::Result<()> {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let mut body = json!({"metadata": {"name": name}});
+    if scenario {
+        body["metadata"]["labels"] = json!({"kerf-e2e": "true"});
+    }
+    match nss
+        .create(&PostParams::default(), &serde_json::from_value(body)?)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 && !scenario => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("creating namespace {name}: {e}")),
+    }
+}
+
+/// What a scenario leaves on a real cluster: its namespace (with its workloads and rsrs),
+/// the policies it made or that select its namespace, and the agent's kept hub state and
+/// Lease in [`AGENT_NAMESPACE`].
+pub async fn clean_up(client: &Client, ns: &str, policies: &[String]) -> anyhow::Result<()> {
+    let dp = DeleteParams::background();
+    let gone = |r: Result<_, kube::Error>| match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    };
+    let api = policy_api(client);
+    let mut names = policies.to_vec();
+    for p in api.list(&ListParams::default()).await?.items {
+        let selects = p.data["spec"]["selector"]["namespaces"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n == ns));
+        if let Some(name) = p.metadata.name.filter(|_| selects) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names.dedup();
+    for name in &names {
+        gone(api.delete(name, &dp).await.map(|_| ()))?;
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), AGENT_NAMESPACE);
+    gone(
+        cms.delete(kerf_agent::hub::persist::CONFIG_MAP_NAME, &dp)
+            .await
+            .map(|_| ()),
+    )?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), AGENT_NAMESPACE);
+    gone(leases.delete(AGENT_LEASE, &dp).await.map(|_| ()))?;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    gone(nss.delete(ns, &dp).await.map(|_| ()))?;
+    Ok(())
+}
+
+impl Drop for Env {
+    /// On a real cluster: stops the agent and deletes what the scenario made (see
+    /// [`clean_up`]), from a thread of its own with a client of its own, since the
+    /// scenario's runtime cannot be blocked on. A failed cleanup is reported on stderr.
+    fn drop(&mut self) {
+        drop(self.agent.take());
+        if self.sim.is_some() {
+            return;
+        }
+        let ns = self.ns.clone();
+        let policies = self.policies.lock().map(|p| p.clone()).unwrap_or_default();
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let client = Client::try_default().await?;
+                clean_up(&client, &ns, &policies).await
+            })
+        });
+        let outcome = match cleanup.join() {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "the cleanup thread panicked".to_owned(),
+        };
+        let _ = std::io::stderr()
+            .write_all(format!("e2e cleanup of {} failed: {outcome}\n", self.ns).as_bytes());
+    }
 }

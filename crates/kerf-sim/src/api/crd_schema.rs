@@ -74,7 +74,7 @@ pub fn on_delete(ctx: &SimContext, crd: &Value) {
 }
 
 /// The OpenAPI v3 schema of a served version.
-fn schema_of(crd: &Value, version: &str) -> Option<Value> {
+pub fn schema_of(crd: &Value, version: &str) -> Option<Value> {
     crd["spec"]["versions"]
         .as_array()?
         .iter()
@@ -158,6 +158,7 @@ pub fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
             ),
         ));
     }
+    out.extend(super::crd_formats::integer_format_cause(schema, v, path));
     scalar_bounds(schema, v, path, out);
     match v {
         Value::Object(m) => {

@@ -270,7 +270,7 @@ async fn patch_once(ctx: &SimContext, req: &Req, t: &Target) -> Result<(u16, Val
     if sub.is_none() {
         crate::store::defaults::apply(&t.gvr, &mut obj);
     }
-    super::validation::validate_update(ctx, &t.gvr, &current, &obj, sub)?;
+    super::validation::validate_update(ctx, &t.gvr, &current, &mut obj, sub)?;
     if req.q("dryRun").is_some() {
         return Ok((200, obj));
     }

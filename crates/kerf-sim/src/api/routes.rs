@@ -95,7 +95,7 @@ async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiErr
     obj["apiVersion"] = json!(t.gvr.api_version());
     obj["kind"] = json!(t.gvr.kind);
     crate::store::defaults::apply(&t.gvr, &mut obj);
-    super::validation::validate_create(ctx, &t.gvr, &obj)?;
+    super::validation::validate_create(ctx, &t.gvr, &mut obj)?;
     if req.q("dryRun").is_some() {
         return Ok(obj);
     }
@@ -155,7 +155,7 @@ fn update(
     } else {
         crate::store::defaults::apply(&t.gvr, &mut obj);
     }
-    super::validation::validate_update(ctx, &t.gvr, &old, &obj, sub)?;
+    super::validation::validate_update(ctx, &t.gvr, &old, &mut obj, sub)?;
     match sub {
         None | Some("status") => {}
         Some("resize") => return super::resize::put(ctx, req, t, name, obj),

@@ -13,11 +13,18 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::audit::AuditRecord;
-use super::{Req, discovery, error_response, json_response, parse_query, path_not_found, routes};
+use super::{
+    Req, discovery, error_response, json_response, openapi, parse_query, path_not_found, routes,
+};
 use crate::context::SimContext;
 
-/// Answers one request.
+/// Answers one request, with the warnings its verb raised in `Warning` headers.
 pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
+    let mode = super::warnings::FieldValidation::parse(req.q("fieldValidation"));
+    super::warnings::scope(mode, answer(ctx, req)).await
+}
+
+async fn answer(ctx: &SimContext, req: Req) -> Response<Body> {
     let path = req.path.trim_end_matches('/').to_string();
     if req.method == Method::GET {
         let direct = match path.as_str() {
@@ -45,9 +52,10 @@ pub async fn handle(ctx: &SimContext, req: Req) -> Response<Body> {
             ["api", v] => Some(discovery::resource_list(ctx, "", v)),
             ["apis", g] => Some(discovery::group(ctx, g)),
             ["apis", g, v] => Some(discovery::resource_list(ctx, g, v)),
-            ["openapi", "v3"] => Some(Some(discovery::openapi_root(ctx))),
-            ["openapi", "v3", "api", v] => Some(discovery::openapi_gv(ctx, "", v)),
-            ["openapi", "v3", "apis", g, v] => Some(discovery::openapi_gv(ctx, g, v)),
+            ["openapi", "v2"] => Some(Some(openapi::v2(ctx))),
+            ["openapi", "v3"] => Some(Some(openapi::v3_root(ctx))),
+            ["openapi", "v3", "api", v] => Some(openapi::v3_group_version(ctx, "", v)),
+            ["openapi", "v3", "apis", g, v] => Some(openapi::v3_group_version(ctx, g, v)),
             _ => None,
         };
         if let Some(found) = gv {

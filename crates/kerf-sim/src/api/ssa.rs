@@ -351,7 +351,7 @@ fn finish(
     if sub == Some("resize") {
         return super::resize::apply(ctx, req, t, current, obj).map(|v| (200, v));
     }
-    super::validation::validate_update(ctx, &t.gvr, current, &obj, sub)?;
+    super::validation::validate_update(ctx, &t.gvr, current, &mut obj, sub)?;
     if req.q("dryRun").is_some() {
         return Ok((200, obj));
     }
@@ -370,7 +370,7 @@ fn create(
     }
     config["metadata"]["name"] = json!(t.name);
     crate::store::defaults::apply(&t.gvr, &mut config);
-    super::validation::validate_create(ctx, &t.gvr, &config)?;
+    super::validation::validate_create(ctx, &t.gvr, &mut config)?;
     let entry = fields::entry(
         owner.manager,
         "Apply",

@@ -142,8 +142,11 @@ fn kind_causes(g: &Gvr, obj: &Value) -> Vec<Cause> {
     Vec::new()
 }
 
-/// Validates an object about to be created.
-pub fn validate_create(ctx: &SimContext, g: &Gvr, obj: &Value) -> Result<(), ApiError> {
+/// Validates an object about to be created, after pruning the fields a custom resource's
+/// schema does not declare (see [`super::crd_prune`]).
+pub fn validate_create(ctx: &SimContext, g: &Gvr, obj: &mut Value) -> Result<(), ApiError> {
+    super::crd_prune::prune(ctx, g, obj)?;
+    let obj = &*obj;
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -207,14 +210,17 @@ fn spec_diff(old: &Value, new: &Value) -> String {
     out
 }
 
-/// Validates an update (PUT or the result of a PATCH) against the stored object.
+/// Validates an update (PUT or the result of a PATCH) against the stored object, after
+/// pruning the fields a custom resource's schema does not declare.
 pub fn validate_update(
     ctx: &SimContext,
     g: &Gvr,
     old: &Value,
-    new: &Value,
+    new: &mut Value,
     sub: Option<&str>,
 ) -> Result<(), ApiError> {
+    super::crd_prune::prune(ctx, g, new)?;
+    let new = &*new;
     if *g == gvr::PODS
         && sub.is_none()
         && pod_mutable_stripped(&old["spec"]) != pod_mutable_stripped(&new["spec"])

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::Req;
 use super::list::Selection;
 use super::target::Target;
+use super::watch_delay::Delayed;
 use crate::context::SimContext;
 use crate::store::{ApiError, StoreEvent, StoreEventType, StoredObject};
 
@@ -75,6 +76,8 @@ struct Watch {
     /// server, only the first table event carries them; later ones have
     /// `columnDefinitions: null`.
     table_headers: bool,
+    /// The resourceVersion of the last change or bookmark sent.
+    sent_rv: u64,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
 }
 
@@ -198,7 +201,30 @@ impl Watch {
         Some(kind)
     }
 
-    /// Follows live changes until the deadline, with bookmarks when allowed.
+    /// Hands a live change to the client; false once the client is gone.
+    async fn deliver(&mut self, ev: &StoreEvent) -> bool {
+        match self.translate(ev) {
+            Some(kind) => {
+                self.sent_rv = ev.resource_version;
+                self.send_object(kind, &ev.object).await
+            }
+            None => true,
+        }
+    }
+
+    /// Hands every delayed change that is due to the client; false once it is gone.
+    async fn deliver_due(&mut self, pending: &mut Delayed<StoreEvent>) -> bool {
+        while let Some(ev) = pending.pop_due(Instant::now()) {
+            if !self.deliver(&ev).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Follows live changes until the deadline, with bookmarks when allowed. With a watch
+    /// delay (see [`super::watch_delay`]) each change waits its turn in `pending`, and a
+    /// bookmark waits until none is pending, so it never claims a change not yet sent.
     async fn follow(
         &mut self,
         mut live: broadcast::Receiver<StoreEvent>,
@@ -207,16 +233,23 @@ impl Watch {
     ) {
         let deadline = Instant::now() + timeout;
         let bookmarks = self.req.flag("allowWatchBookmarks");
-        let mut last_rv = start_rv;
+        self.sent_rv = start_rv;
         let mut next_bookmark = (Instant::now() + BOOKMARK_EVERY)
             .min(deadline.checked_sub(BOOKMARK_LEAD).unwrap_or(deadline));
+        let mut pending = Delayed::new(self.ctx.config.watch_delay.clone());
         loop {
+            let due = pending.next_due();
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
-                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                _ = tokio::time::sleep_until(due.unwrap_or(deadline)), if due.is_some() => {
+                    if !self.deliver_due(&mut pending).await {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(next_bookmark), if bookmarks && pending.is_empty() => {
                     let rv = self.ctx.store.resource_version();
-                    if rv > last_rv {
-                        last_rv = rv;
+                    if rv > self.sent_rv {
+                        self.sent_rv = rv;
                         if !self.send("BOOKMARK", &bookmark(&self.t, rv, false)).await {
                             return;
                         }
@@ -224,15 +257,14 @@ impl Watch {
                     next_bookmark = if Instant::now() + BOOKMARK_EVERY < deadline { Instant::now() + BOOKMARK_EVERY } else { deadline + BOOKMARK_LEAD };
                 }
                 ev = live.recv() => match ev {
+                    Ok(ev) if ev.resource_version <= start_rv => {}
                     Ok(ev) => {
-                        if ev.resource_version <= start_rv {
-                            continue;
-                        }
-                        if let Some(kind) = self.translate(&ev) {
-                            last_rv = ev.resource_version;
-                            if !self.send_object(kind, &ev.object).await {
+                        if pending.is_immediate() {
+                            if !self.deliver(&ev).await {
                                 return;
                             }
+                        } else {
+                            pending.push(Instant::now(), ev);
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -309,6 +341,7 @@ pub async fn serve(ctx: &SimContext, req: &Req, t: &Target) -> Response<Body> {
         filter,
         seen: HashSet::new(),
         table_headers: true,
+        sent_rv: 0,
         tx,
     };
     tokio::spawn(async move {
