@@ -81,7 +81,10 @@ fn a_ca_issuer_signs_the_serving_certificate_and_cainjector_reads_the_ca() -> Re
     let docs = render(&[])?;
     // The self-signed Issuer signs only the CA.
     let selfsigned = named(&docs, "Issuer", "kerf-agent-selfsigned")?;
-    assert!(selfsigned["spec"]["selfSigned"].is_mapping(), "{selfsigned:?}");
+    assert!(
+        selfsigned["spec"]["selfSigned"].is_mapping(),
+        "{selfsigned:?}"
+    );
     let ca = named(&docs, "Certificate", "kerf-agent-webhook-ca")?;
     assert_eq!(ca["spec"]["isCA"], Value::Bool(true));
     assert_eq!(s(&ca["spec"]["issuerRef"]["name"]), "kerf-agent-selfsigned");
@@ -98,7 +101,10 @@ fn a_ca_issuer_signs_the_serving_certificate_and_cainjector_reads_the_ca() -> Re
     // It signs the serving certificate, which the pods mount.
     let leaf = named(&docs, "Certificate", "kerf-agent-webhook")?;
     assert_ne!(leaf["spec"]["isCA"], Value::Bool(true));
-    assert_eq!(s(&leaf["spec"]["issuerRef"]["name"]), "kerf-agent-webhook-ca");
+    assert_eq!(
+        s(&leaf["spec"]["issuerRef"]["name"]),
+        "kerf-agent-webhook-ca"
+    );
     assert_eq!(s(&leaf["spec"]["issuerRef"]["kind"]), "Issuer");
     assert_ne!(s(&leaf["spec"]["secretName"]), ca_secret);
     assert_eq!(s(&leaf["spec"]["secretName"]), mounted_secret(&docs)?);
@@ -113,7 +119,11 @@ fn a_ca_issuer_signs_the_serving_certificate_and_cainjector_reads_the_ca() -> Re
     // certificate does not change the caBundle.
     assert_eq!(inject_from(&docs)?, format!("{NS}/kerf-agent-webhook-ca"));
     // cert-manager makes the Secrets; the chart renders none.
-    assert!(all(&docs, "Secret").is_empty(), "{:?}", all(&docs, "Secret"));
+    assert!(
+        all(&docs, "Secret").is_empty(),
+        "{:?}",
+        all(&docs, "Secret")
+    );
     assert_eq!(all(&docs, "Certificate").len(), 2);
     assert_eq!(all(&docs, "Issuer").len(), 2);
     Ok(())
@@ -127,7 +137,10 @@ fn an_issuer_of_the_user_signs_the_serving_certificate_alone() -> Res<()> {
         "--set",
         "webhook.certManager.issuerRef.kind=ClusterIssuer",
     ])?;
-    assert!(all(&docs, "Issuer").is_empty(), "no Issuer of the chart's own");
+    assert!(
+        all(&docs, "Issuer").is_empty(),
+        "no Issuer of the chart's own"
+    );
     let certs = all(&docs, "Certificate");
     assert_eq!(certs.len(), 1, "{certs:?}");
     let leaf = certs[0];
