@@ -20,8 +20,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # distroless/cc: glibc and libgcc only; TLS comes from rustls in the binary.
 FROM gcr.io/distroless/cc-debian12:nonroot
 ARG VERSION
+ARG REVISION=unknown
 LABEL org.opencontainers.image.title="kerf-agent" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.description="The Kerf rightsizing agent" \
       org.opencontainers.image.source="https://github.com/getkerf/kerf-agent" \
       org.opencontainers.image.licenses="Apache-2.0"

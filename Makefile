@@ -63,7 +63,7 @@ chart-lint: $(if $(filter $(HELM_BIN),$(HELM)),$(HELM_BIN))
 ## image: build the agent image from the Dockerfile as $(IMAGE):$(IMAGE_TAG)
 image:
 	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker or podman on PATH (or CONTAINER_TOOL=<tool>)" >&2; exit 1; }
-	$(CONTAINER_TOOL) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE):$(IMAGE_TAG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) -t $(IMAGE):$(IMAGE_TAG) .
 
 ## image-push: push $(IMAGE):$(IMAGE_TAG) to its registry (log in first)
 image-push: image

@@ -50,6 +50,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* The webhook Service's name. */}}
+{{/* Name of the cert-manager CA Certificate, its Secret and its Issuer. */}}
+{{- define "kerf-agent.webhookCAName" -}}
+{{- printf "%s-webhook-ca" (include "kerf-agent.fullname" .) }}
+{{- end }}
+
 {{- define "kerf-agent.serviceName" -}}
 {{- include "kerf-agent.fullname" . }}
 {{- end }}

@@ -11,6 +11,7 @@ pub mod health;
 pub mod hub;
 pub mod intent;
 pub mod lease;
+pub mod listen;
 pub mod metrics;
 pub mod outbox;
 pub mod reconcile;

@@ -217,7 +217,7 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = crate::listen::bind(addr)?;
     tracing::info!(%addr, "metrics and health server listening");
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)

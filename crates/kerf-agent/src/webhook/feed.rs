@@ -40,7 +40,7 @@ pub fn spawn(
         else {
             return;
         };
-        let listener = match tokio::net::TcpListener::bind(settings.addr).await {
+        let listener = match crate::listen::bind(settings.addr) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(addr = %settings.addr, error = %e, "webhook cannot listen");

@@ -1,0 +1,69 @@
+//! The Dockerfile: a locked release build, a distroless runtime, a non-root user and the
+//! OCI labels, the licence and source being the workspace's.
+
+use std::path::Path;
+
+/// The file `rel` of the repository; empty (and so failing every check) when unreadable.
+fn read(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    let text = std::fs::read_to_string(&path);
+    assert!(text.is_ok(), "{}: {text:?}", path.display());
+    text.unwrap_or_default()
+}
+
+/// The instructions of the last stage (from its FROM on).
+fn runtime_stage(dockerfile: &str) -> &str {
+    let at = dockerfile.rfind("\nFROM ").unwrap_or(0);
+    &dockerfile[at..]
+}
+
+#[test]
+fn the_build_is_locked_and_the_runtime_is_distroless_and_non_root() {
+    let d = read("Dockerfile");
+    assert!(
+        d.contains("cargo build --release --locked"),
+        "the build must use Cargo.lock as it is"
+    );
+    let runtime = runtime_stage(&d);
+    let from = runtime.lines().nth(1).unwrap_or_default();
+    assert!(from.starts_with("FROM gcr.io/distroless/"), "{from}");
+    let user = runtime
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .unwrap_or_default();
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    assert!(uid > 0, "a numeric non-root USER, got {user:?}");
+    // The chart's pod security context runs the same user.
+    assert!(read("charts/kerf-agent/values.yaml").contains(&format!("runAsUser: {uid}")));
+}
+
+#[test]
+fn the_image_carries_oci_labels_of_the_workspace() {
+    let runtime = read("Dockerfile");
+    let runtime = runtime_stage(&runtime);
+    let cargo = read("Cargo.toml");
+    let field = |k: &str| {
+        cargo
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} = ")))
+            .map(|v| v.trim_matches('"').to_owned())
+            .unwrap_or_default()
+    };
+    for (label, want) in [
+        ("title", "kerf-agent".to_owned()),
+        ("version", "${VERSION}".to_owned()),
+        ("revision", "${REVISION}".to_owned()),
+        ("source", field("repository")),
+        ("licenses", field("license")),
+    ] {
+        let line = format!("org.opencontainers.image.{label}=\"{want}\"");
+        assert!(runtime.contains(&line), "missing {line}");
+    }
+}
