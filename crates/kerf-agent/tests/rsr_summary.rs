@@ -368,3 +368,31 @@ fn skip_and_block_messages_carry_the_requests() {
         "cpu and memory are in mode audit (cpu 800m→400m, memory 2Gi→1536Mi)"
     );
 }
+
+// rule: AP-24
+#[test]
+fn deferred_names_the_window_and_when_it_opens() {
+    let mut f = checkout();
+    let mut p = policy();
+    set_strategy(&mut p, Strategy::Deferred);
+    let window = kerf_api::policy::Window {
+        start: Some("2026-06-03T18:00:00Z".into()),
+        end: Some("2026-06-03T20:00:00Z".into()),
+        ..Default::default()
+    };
+    p.maintenance_windows =
+        kerf_decide::effective::Sourced::new(vec![window].into(), Layer::Policy);
+    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    assert_eq!(s.phase, Some(Phase::Deferred));
+    assert_eq!(
+        cells(&s),
+        (
+            "500m→300m".into(),
+            "512Mi→384Mi".into(),
+            "OutsideMaintenanceWindow".into()
+        )
+    );
+    let sum = s.summary.unwrap_or_default();
+    assert_eq!(sum.next.as_deref(), Some("2026-06-03T18:00:00Z"));
+    assert_eq!(sum.last_change, None);
+}
