@@ -81,7 +81,7 @@ fn rendered_defaults_reach_the_agent() {
     let helm = chart_support::helm();
     let docs = render(&helm, &[]).unwrap();
     let s = settings(&docs).unwrap();
-    assert_eq!(s["tolerance"], 5000, "{s}");
+    assert_eq!(s["tolerance"], "5%", "{s}");
     assert_eq!(s["onDelete"]["maxPodDeletesPerRun"], 1, "{s}");
     assert_eq!(s["onDelete"]["settle"], "30s", "{s}");
     assert_eq!(s["freeze"]["now"], false, "{s}");

@@ -136,9 +136,9 @@ fn gr_25_tolerance_is_a_chart_value_defaulting_to_5() {
             .contains(".Values.tolerance")
     );
     let s = agent_settings(&v, &[]).unwrap();
-    assert_eq!(s["tolerance"], 5000, "5 % in thousandths of a percent");
+    assert_eq!(s["tolerance"], "5%");
     let s = agent_settings(&v, &[("KERF_TOLERANCE", "2.5")]).unwrap();
-    assert_eq!(s["tolerance"], 2500);
+    assert_eq!(s["tolerance"], "2.5%");
 }
 
 // rule: AP-55

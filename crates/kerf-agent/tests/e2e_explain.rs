@@ -23,11 +23,16 @@ async fn explain_shows_the_policy_layers_the_steps_and_the_decision() -> anyhow:
         kerf_agent::explain_cmd::explain_with(env.client.clone(), &target, &settings).await?;
     for want in [
         "Effective policy (RightsizingPolicy: explained)",
-        "learningPeriod",
-        "Policy",
-        "BuiltIn",
+        "guardrails.learningPeriod",
+        "(policy explained)",
+        "(built-in)",
+        "Values (current \u{2192} target)",
+        "app/cpu: request 200m \u{2192} 150m",
+        "app/memory: request 256Mi \u{2192} 200Mi",
         "blocked LowConfidence",
         "Decision: LowConfidence",
+        "Maintenance windows: none configured",
+        "waits for something that does not end by itself",
     ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
