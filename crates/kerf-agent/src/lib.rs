@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod executor;
 pub mod explain_cmd;
 pub mod failpoints;

@@ -308,6 +308,32 @@ fn evict_now(f: &PassFacts<'_>, policy: &EffectivePolicy, now: DateTime<Utc>) ->
         .then(|| pods.clone())
 }
 
+/// How soon outdated OnDelete pods that wait are looked at again, besides the pod and
+/// workload updates that trigger a pass anyway.
+pub const ON_DELETE_RECHECK: chrono::Duration = chrono::Duration::seconds(2);
+
+/// When to look again at outdated OnDelete pods that wait: at the end of a pod's settle
+/// time (AP-56), else soon while the controller has not seen the template, a replacement
+/// is under way, or a freeze, a pause or a breach holds the eviction.
+pub fn on_delete_wake(
+    f: &PassFacts<'_>,
+    policy: &EffectivePolicy,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    if on_delete_waits_for_controller(f.status, &f.workload) {
+        return Some(now + ON_DELETE_RECHECK);
+    }
+    if !on_delete_due(f.status, &f.workload) {
+        return None;
+    }
+    match &f.outdated {
+        Outdated::None => None,
+        Outdated::Waiting { until } => Some(until.unwrap_or(now + ON_DELETE_RECHECK)),
+        Outdated::Ready(_) if !eviction_allowed(f, policy, now) => Some(now + ON_DELETE_RECHECK),
+        Outdated::Ready(_) => None,
+    }
+}
+
 /// Whether a rollout of the workload is in progress: the controller has not seen the
 /// latest template, or not every replica runs it yet.
 pub fn rolling(w: &WorkloadState) -> bool {

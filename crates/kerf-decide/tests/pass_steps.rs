@@ -416,3 +416,34 @@ fn ap_10_an_in_place_change_is_looked_at_again_at_its_fallback_time() {
     watched.status.watch = Some(watch(Some(end)));
     assert_eq!(wake_times(None, &watched.status, &watched.policy, now()), [end]);
 }
+
+// rule: AP-56, AP-58
+#[test]
+fn waiting_ondelete_pods_are_looked_at_again() {
+    use kerf_decide::pass::{ON_DELETE_RECHECK, on_delete_wake};
+    let wake = |s: &Scene| {
+        let f = PassFacts {
+            status: &s.status,
+            facts: &s.facts,
+            withdrawn: s.withdrawn,
+            workload: s.workload.clone(),
+            breach: s.breach.clone(),
+            outdated: s.outdated.clone(),
+        };
+        on_delete_wake(&f, &s.policy, now())
+    };
+    let mut s = Scene::applied();
+    assert_eq!(wake(&s), None, "nothing outdated");
+    let settled = now() + Duration::seconds(20);
+    s.outdated = Outdated::Waiting {
+        until: Some(settled),
+    };
+    assert_eq!(wake(&s), Some(settled), "a pod settles until then");
+    outdated_pods(&mut s);
+    assert_eq!(wake(&s), None, "evicted in this pass");
+    s.breach = Some(breach());
+    assert_eq!(wake(&s), Some(now() + ON_DELETE_RECHECK), "held by the breach");
+    s.breach = None;
+    s.workload.generation = Some(3);
+    assert_eq!(wake(&s), Some(now() + ON_DELETE_RECHECK), "controller behind");
+}
