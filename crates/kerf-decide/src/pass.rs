@@ -142,6 +142,9 @@ pub struct WorkloadState {
     pub template_covers_change: bool,
     /// The rollout of the template has completed (every pod updated and available).
     pub rollout_complete: bool,
+    /// The target utilization the HPA of the change has now for its resource, if the HPA
+    /// and that metric are there.
+    pub hpa_target: Option<i32>,
 }
 
 /// Outdated pods of an OnDelete StatefulSet, as the replacement plan sees them before any
@@ -251,16 +254,23 @@ pub fn frozen(facts: &Facts, policy: &EffectivePolicy, now: DateTime<Utc>) -> bo
 }
 
 /// Whether an applied change still has a higher HPA target to write: its order is After,
-/// it is not written yet, and the rollout it waits for completed with the template
-/// holding the change (D22).
+/// it is not written yet, the rollout it waits for completed with the template holding the
+/// change (D22), and the HPA still has the old target (or already the new one, to record).
+/// A target someone else changed, or an HPA that is gone, is left alone.
 pub fn hpa_after_due(s: &RightsizingRecommendationStatus, w: &WorkloadState) -> bool {
-    let waiting = s.change.as_ref().is_some_and(|c| {
-        c.state == ChangeState::Applied
-            && c.hpa
-                .as_ref()
-                .is_some_and(|h| h.order == HpaOrder::After && !h.written && h.from != h.to)
+    let waiting = s.change.as_ref().and_then(|c| {
+        c.hpa.as_ref().filter(|h| {
+            c.state == ChangeState::Applied
+                && h.order == HpaOrder::After
+                && !h.written
+                && h.from != h.to
+        })
     });
-    waiting && w.template_covers_change && w.rollout_complete
+    waiting.is_some_and(|h| {
+        w.template_covers_change
+            && w.rollout_complete
+            && w.hpa_target.is_some_and(|t| t == h.from || t == h.to)
+    })
 }
 
 fn applied_rollout(s: &RightsizingRecommendationStatus) -> bool {
@@ -292,15 +302,15 @@ pub fn on_delete_waits_for_controller(
 
 /// Whether an outdated OnDelete pod may be evicted: no freeze, no pause (AP-34, EV-39) and
 /// no health breach (AP-58).
-pub fn eviction_allowed(
-    f: &PassFacts<'_>,
-    policy: &EffectivePolicy,
-    now: DateTime<Utc>,
-) -> bool {
+pub fn eviction_allowed(f: &PassFacts<'_>, policy: &EffectivePolicy, now: DateTime<Utc>) -> bool {
     f.breach.is_none() && !frozen(f.facts, policy, now)
 }
 
-fn evict_now(f: &PassFacts<'_>, policy: &EffectivePolicy, now: DateTime<Utc>) -> Option<Vec<String>> {
+fn evict_now(
+    f: &PassFacts<'_>,
+    policy: &EffectivePolicy,
+    now: DateTime<Utc>,
+) -> Option<Vec<String>> {
     let Outdated::Ready(pods) = &f.outdated else {
         return None;
     };
@@ -389,12 +399,21 @@ pub fn wake_times(
 ) -> Vec<DateTime<Utc>> {
     let mut out = Vec::new();
     if let Some(Outcome::Block(b)) = decision.map(|d| &d.outcome) {
-        out.extend([b.until, b.next_window].into_iter().flatten().map(|t| t.max(now)));
+        out.extend(
+            [b.until, b.next_window]
+                .into_iter()
+                .flatten()
+                .map(|t| t.max(now)),
+        );
     }
     if let Some(end) = s.watch.as_ref().and_then(|w| w.end).filter(|e| *e > now) {
         out.push(end);
     }
-    if let Some(c) = s.change.as_ref().filter(|c| c.state == ChangeState::Applying) {
+    if let Some(c) = s
+        .change
+        .as_ref()
+        .filter(|c| c.state == ChangeState::Applying)
+    {
         let at = c
             .first_resize_at
             .map_or(now, |f| f + policy.fallback_after.value);
@@ -410,4 +429,3 @@ pub(crate) fn resource_flags(resources: &[Resource]) -> crate::effective::PerRes
         memory: resources.contains(&Resource::Memory),
     }
 }
-

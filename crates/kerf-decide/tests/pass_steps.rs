@@ -54,6 +54,7 @@ impl Scene {
                 updated_number_scheduled: None,
                 template_covers_change: false,
                 rollout_complete: false,
+                hpa_target: None,
             },
             breach: None,
             outdated: Outdated::None,
@@ -134,6 +135,7 @@ fn hpa_after_waits(s: &mut Scene) {
         h.written = false;
     }
     s.workload.rollout_complete = true;
+    s.workload.hpa_target = Some(60);
 }
 
 fn outdated_pods(s: &mut Scene) {
@@ -226,11 +228,11 @@ fn a_change_in_flight_is_carried_on_and_nothing_new_is_decided() {
         let mut s = Scene::fresh();
         s.status.change = Some(applied_change(Duration::seconds(1), state));
         // The facts alone would apply a change: the pass still only carries the change on.
-        assert!(matches!(
-            decide_only(&s).outcome,
-            Outcome::Apply(_)
-        ));
-        assert!(matches!(s.step(), Step::Resume { may_start: true }), "{state:?}");
+        assert!(matches!(decide_only(&s).outcome, Outcome::Apply(_)));
+        assert!(
+            matches!(s.step(), Step::Resume { may_start: true }),
+            "{state:?}"
+        );
         s.withdrawn = true;
         assert_eq!(s.step().kind(), StepKind::Withdrawn);
     }
@@ -240,7 +242,7 @@ fn decide_only(s: &Scene) -> kerf_decide::Decision {
     kerf_decide::decide(&s.facts, &s.policy, now())
 }
 
-// rule: AP-34, AP-35, EV-39
+// rule: AP-36, AP-37, EV-39
 #[test]
 fn a_change_in_flight_starts_no_resize_under_a_freeze_or_a_pause() {
     let mut s = Scene::fresh();
@@ -332,7 +334,11 @@ fn d21_a_release_held_by_a_pause_reports_the_pause() {
         panic!("block expected: {:?}", d.decision.outcome);
     };
     assert_eq!(b.reason, wk::REASON_PAUSED);
-    assert!(d.decision.message.contains("release of cpu waits"), "{}", d.decision.message);
+    assert!(
+        d.decision.message.contains("release of cpu waits"),
+        "{}",
+        d.decision.message
+    );
     assert_eq!(d.hold_until, None);
 }
 
@@ -347,6 +353,22 @@ fn d22_the_higher_hpa_target_waits_for_the_completed_rollout() {
     s.workload.rollout_complete = true;
     s.workload.template_covers_change = false;
     assert_ne!(s.step().kind(), StepKind::HpaAfter);
+    s.workload.template_covers_change = true;
+    s.workload.hpa_target = Some(80);
+    assert_eq!(
+        s.step().kind(),
+        StepKind::HpaAfter,
+        "already there: recorded"
+    );
+    // rule: AP-22
+    s.workload.hpa_target = Some(70);
+    assert_ne!(
+        s.step().kind(),
+        StepKind::HpaAfter,
+        "changed by someone else"
+    );
+    s.workload.hpa_target = None;
+    assert_ne!(s.step().kind(), StepKind::HpaAfter, "HPA gone");
 }
 
 // rule: GR-44
@@ -377,7 +399,10 @@ fn rb_19_an_ended_watch_is_evaluated_once_more_until_healthy_is_reported() {
         observed_generation: None,
     });
     assert!(!watch_due(&s.status, now()));
-    assert!(!watch_due(&RightsizingRecommendationStatus::default(), now()));
+    assert!(!watch_due(
+        &RightsizingRecommendationStatus::default(),
+        now()
+    ));
 }
 
 #[test]
@@ -414,7 +439,10 @@ fn ap_10_an_in_place_change_is_looked_at_again_at_its_fallback_time() {
     let mut watched = Scene::applied();
     let end = now() + Duration::minutes(10);
     watched.status.watch = Some(watch(Some(end)));
-    assert_eq!(wake_times(None, &watched.status, &watched.policy, now()), [end]);
+    assert_eq!(
+        wake_times(None, &watched.status, &watched.policy, now()),
+        [end]
+    );
 }
 
 // rule: AP-56, AP-58
@@ -442,8 +470,16 @@ fn waiting_ondelete_pods_are_looked_at_again() {
     outdated_pods(&mut s);
     assert_eq!(wake(&s), None, "evicted in this pass");
     s.breach = Some(breach());
-    assert_eq!(wake(&s), Some(now() + ON_DELETE_RECHECK), "held by the breach");
+    assert_eq!(
+        wake(&s),
+        Some(now() + ON_DELETE_RECHECK),
+        "held by the breach"
+    );
     s.breach = None;
     s.workload.generation = Some(3);
-    assert_eq!(wake(&s), Some(now() + ON_DELETE_RECHECK), "controller behind");
+    assert_eq!(
+        wake(&s),
+        Some(now() + ON_DELETE_RECHECK),
+        "controller behind"
+    );
 }

@@ -17,12 +17,12 @@ use super::hpa_step;
 use super::pass::Pass;
 use super::step::{ActError, StepResult, event_workload, template_covers, workload_id};
 use crate::cache::{PodInfo, WorkloadInfo};
+use crate::executor::ContainerResources;
 use crate::executor::inplace::{
     self, InPlaceInput, InPlaceOutcome, PodResizeView, ResizeCondition,
 };
 use crate::executor::resize::{ResizeError, resize_pod};
 use crate::executor::rollout;
-use crate::executor::ContainerResources;
 use crate::failpoints;
 use crate::intent;
 
@@ -204,49 +204,7 @@ async fn in_place(
         may_start,
         now: c.now,
     };
-    let plan = inplace::plan(&input);
-    let mut outcome = plan.outcome.clone();
-    for pod in &plan.resize_now {
-        if !c.may_write() {
-            return Err(ActError::NotLeader);
-        }
-        if let Some(ch) = s.change.as_mut()
-            && ch.first_resize_at.is_none()
-        {
-            ch.first_resize_at = Some(c.now);
-        }
-        let sidecars = sidecars_in(&c.pods, pod);
-        let res = resize_pod(
-            c.ctx.client.clone(),
-            &c.workload.key.namespace,
-            pod,
-            &target,
-            &sidecars,
-        )
-        .await;
-        c.metrics().observe("resize", &res);
-        match res {
-            Ok(_) => {}
-            Err(ResizeError::Infeasible { message }) => {
-                let node = views
-                    .iter()
-                    .find(|v| &v.name == pod)
-                    .and_then(|v| v.node.clone());
-                outcome = inplace::refusal_or_fallback(
-                    &input,
-                    inplace::FallbackReason::ResizeInfeasible,
-                    message,
-                    node,
-                    Vec::new(),
-                );
-                break;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if !plan.resize_now.is_empty() {
-        failpoints::hit("after-resize")?;
-    }
+    let outcome = resize_planned(s, c, &input).await?;
     match outcome {
         InPlaceOutcome::Progress { accepted, total } => {
             if let Some(ch) = s.change.as_mut() {
@@ -271,6 +229,49 @@ async fn in_place(
         }
     }
     Ok(())
+}
+
+/// Sends the resizes the plan of `input` starts now; an Infeasible answer turns the
+/// outcome into a refusal or a fallback (AP-08).
+async fn resize_planned(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    input: &InPlaceInput<'_>,
+) -> Result<InPlaceOutcome, ActError> {
+    let plan = inplace::plan(input);
+    let mut outcome = plan.outcome.clone();
+    for pod in &plan.resize_now {
+        if !c.may_write() {
+            return Err(ActError::NotLeader);
+        }
+        if let Some(ch) = s.change.as_mut()
+            && ch.first_resize_at.is_none()
+        {
+            ch.first_resize_at = Some(c.now);
+        }
+        let sidecars = sidecars_in(&c.pods, pod);
+        let ns = &c.workload.key.namespace;
+        let res = resize_pod(c.ctx.client.clone(), ns, pod, input.target, &sidecars).await;
+        c.metrics().observe("resize", &res);
+        match res {
+            Ok(_) => {}
+            Err(ResizeError::Infeasible { message }) => {
+                let node = input
+                    .pods
+                    .iter()
+                    .find(|v| &v.name == pod)
+                    .and_then(|v| v.node.clone());
+                let why = inplace::FallbackReason::ResizeInfeasible;
+                outcome = inplace::refusal_or_fallback(input, why, message, node, Vec::new());
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !plan.resize_now.is_empty() {
+        failpoints::hit("after-resize")?;
+    }
+    Ok(outcome)
 }
 
 fn fall_back(

@@ -39,6 +39,15 @@ pub async fn evaluate(
     step
 }
 
+/// Takes the baselines of the watch a step has just started, from the pods as they are at
+/// the change (RB-03, RB-09): the next pass may already see the rollout's new pods. What
+/// the evaluation finds is acted on by the next pass.
+pub async fn start(p: &Pass<'_>, watcher: &Watcher, s: &mut RightsizingRecommendationStatus) {
+    if kerf_decide::pass::watch_due(s, p.now) {
+        evaluate(p, watcher, s).await;
+    }
+}
+
 /// Rolls the change back after `breach` (RB-20 to RB-27). Every status change is written
 /// through `writer` before the events are returned for recording.
 pub async fn roll_back<W: StatusWriter>(
@@ -93,11 +102,7 @@ fn rollback_ctx<'a>(
 
 /// The events of a rollback pass (already in `pendingEvents` and written), whether it
 /// finished, and when to retry one that did not.
-fn settle(
-    p: &Pass<'_>,
-    s: &RightsizingRecommendationStatus,
-    out: RollbackOutcome,
-) -> StepResult {
+fn settle(p: &Pass<'_>, s: &RightsizingRecommendationStatus, out: RollbackOutcome) -> StepResult {
     match out {
         RollbackOutcome::Done { events } => StepResult {
             events,

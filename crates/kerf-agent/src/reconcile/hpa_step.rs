@@ -10,10 +10,8 @@
 
 use kerf_api::rsr::{HpaChange, HpaOrder, RightsizingRecommendationStatus};
 
-use super::pass::Pass;
+use super::pass::{Pass, hpa_metric as metric};
 use super::step::ActError;
-use crate::cache::HpaInfo;
-use crate::cache::cluster::HpaResourceMetric;
 use crate::executor::hpa::{HpaError, MetricSource, write_hpa_target};
 
 /// What a target write found.
@@ -25,12 +23,6 @@ pub enum TargetWrite {
     AlreadyThere,
     /// The HPA or its metric is gone, or someone else set another target: left alone.
     LeftAlone,
-}
-
-fn metric<'a>(info: &'a HpaInfo, h: &HpaChange) -> Option<&'a HpaResourceMetric> {
-    info.resource_metrics
-        .iter()
-        .find(|m| m.resource == h.resource.as_str() && m.target_type == "Utilization")
 }
 
 /// Moves the target of `h`'s HPA from `old` to `new` if it still is `old`.

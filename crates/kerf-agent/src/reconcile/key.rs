@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use kerf_api::event::Event;
 use kerf_api::rsr::{HpaOrder, RightsizingRecommendation, RightsizingRecommendationStatus};
 use kerf_decide::Outcome;
 use kerf_decide::pass::{Decided, PassFacts, Step, StepKind, next_step, on_delete_wake};
 
-use super::failure::{self, Action};
+use super::act;
+use super::failure::Action;
 use super::healthwatch;
 use super::hpa_step;
 use super::memory::Memory;
@@ -19,9 +19,9 @@ use super::pass::Pass;
 use super::record;
 use super::release_step;
 use super::report::{EventRecorder, RsrRef};
-use super::step::{ActError, KeyError, StepResult, event_workload};
+use super::sink::{Carried, Sink};
+use super::step::{ActError, KeyError, StepResult};
 use super::writer::Writer;
-use super::act;
 use crate::cache::{RsrEntry, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
 use crate::health::{HealthStep, Watcher};
@@ -29,82 +29,6 @@ use crate::hub::HubState;
 use crate::intent;
 use crate::rsr_sync::is_withdrawn;
 use crate::status::{self, StatusInput};
-
-/// Where the results of one pass go: its rsr's status, its events and the reconciler's
-/// ledgers.
-pub(super) struct Sink<'a> {
-    /// The status writer of the rsr.
-    pub writer: Writer,
-    /// Where events go.
-    pub recorder: &'a EventRecorder,
-    /// The rsr events are recorded on.
-    pub rsr: RsrRef,
-    /// The reconciler's ledgers.
-    pub memory: &'a mut Memory,
-}
-
-impl Sink<'_> {
-    /// Records `events` (outbox and Kubernetes Event).
-    pub async fn emit(&self, events: &[Event]) {
-        for e in events {
-            self.recorder.record(&self.rsr, e).await;
-        }
-    }
-
-    /// Writes the status a step produced (when it changed) and then emits its events: an
-    /// event is queued only after its intent and pending entry are in status (D25).
-    async fn write_and_emit(
-        &mut self,
-        s: &RightsizingRecommendationStatus,
-        step: Option<&StepResult>,
-    ) -> Result<(), KeyError> {
-        self.writer.write(s).await?;
-        if let Some(step) = step.filter(|r| !r.events.is_empty()) {
-            crate::failpoints::hit("before-applied-event").map_err(ActError::from)?;
-            self.emit(&step.events).await;
-        }
-        Ok(())
-    }
-
-    /// Writes and emits what an action produced; a failed API call is counted and, once
-    /// its retries are spent, recorded as `failed` (EV-13, EV-47) before the error goes to
-    /// the backoff.
-    async fn checked(
-        &mut self,
-        p: &Pass<'_>,
-        s: &mut RightsizingRecommendationStatus,
-        res: Result<StepResult, ActError>,
-        action: Action,
-    ) -> Result<StepResult, KeyError> {
-        self.write_and_emit(s, res.as_ref().ok()).await?;
-        let failures = &mut self.memory.attempts.failures;
-        let e = match res {
-            Ok(step) => {
-                if let Some(c) = &s.change {
-                    failures.remove(&c.id);
-                }
-                return Ok(step);
-            }
-            Err(e) => e,
-        };
-        let ew = event_workload(&p.workload);
-        if let Some(event) = failure::record(failures, s, ew, &e, action, p.now) {
-            tracing::warn!(workload = %p.key, reason = %event.reason, error = %e, "action failed after its retries");
-            self.writer.write(s).await?;
-            self.emit(std::slice::from_ref(&event)).await;
-        }
-        Err(e.into())
-    }
-}
-
-/// What carrying out the step left: the decision (for a new decision only) and what the
-/// step did.
-pub(super) struct Carried {
-    /// The decision of a [`Step::Start`] or [`Step::Report`].
-    pub decided: Option<Decided>,
-    /// Events, whether the change finished, when to look again.
-    pub result: StepResult,
-}
 
 /// Reconciles the rsr of `key`. An rsr the cache still shows at a resourceVersion this
 /// reconciler has written over is left until the watch brings the newer one (its write
@@ -248,7 +172,9 @@ async fn carry_out(
         }
         Step::Resume { may_start } => {
             let res = act::advance(s, p, may_start).await;
-            sink.checked(p, s, res, Action::Apply).await?
+            let r = sink.checked(p, s, res, Action::Apply).await?;
+            healthwatch::start(p, watcher, s).await;
+            r
         }
         Step::ResumeRollback => {
             let r = healthwatch::resume(p, watcher, s, &mut sink.writer).await?;
@@ -258,7 +184,10 @@ async fn carry_out(
         Step::Release(rel) => {
             let res = release_step::run(s, p, &rel).await;
             let r = sink.checked(p, s, res, Action::Release).await?;
-            StepResult { finished: true, ..r }
+            StepResult {
+                finished: true,
+                ..r
+            }
         }
         Step::RollBack(breach) => {
             let r = healthwatch::roll_back(p, watcher, s, &breach, &mut sink.writer).await?;
@@ -270,12 +199,12 @@ async fn carry_out(
             StepResult::default()
         }
         Step::Evict(pods) => {
-            let refused = &mut sink.memory.attempts.refused_evictions;
-            let r = ondelete_step::evict(p, s, pods, refused).await?;
+            let attempts = &mut sink.memory.attempts;
+            let r = ondelete_step::evict(p, s, pods, attempts).await?;
             sink.emit(&r.events).await;
             r
         }
-        Step::Start(d) => return start(p, s, *d, sink, generation).await,
+        Step::Start(d) => return start(p, s, *d, sink, watcher, generation).await,
         Step::Report(d) => {
             return Ok(Carried {
                 decided: Some(*d),
@@ -297,6 +226,7 @@ async fn start(
     s: &mut RightsizingRecommendationStatus,
     decided: Decided,
     sink: &mut Sink<'_>,
+    watcher: &Watcher,
     generation: Option<i64>,
 ) -> Result<Carried, KeyError> {
     record::count_decision(p, &decided.decision);
@@ -321,6 +251,7 @@ async fn start(
     crate::failpoints::hit("after-intent").map_err(ActError::from)?;
     let res = act::advance(s, p, true).await;
     let result = sink.checked(p, s, res, Action::Apply).await?;
+    healthwatch::start(p, watcher, s).await;
     Ok(Carried {
         decided: Some(decided),
         result,

@@ -21,6 +21,7 @@ pub mod policies;
 mod record;
 pub mod release_step;
 pub mod report;
+mod sink;
 pub mod step;
 mod writer;
 
@@ -33,9 +34,9 @@ use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
 use crate::cache::{Change, WorkloadKey};
+use crate::context::Context;
 use crate::hub::HubState;
 use crate::outbox::{DeliveryReport, Outbox, Reporter};
-use crate::context::Context;
 
 pub use key::reconcile_key;
 pub use memory::{InFlight, Memory};
@@ -316,7 +317,10 @@ impl Reconciler {
             .filter_map(|r| r.rsr.as_ref().ok()?.status.as_ref()?.change.clone())
             .flat_map(|c| c.pending_events.into_iter().map(|e| e.id))
             .collect();
-        self.memory.reports.acked_ids.retain(|id| pending.contains(id));
+        self.memory
+            .reports
+            .acked_ids
+            .retain(|id| pending.contains(id));
     }
 
     /// Writes the policies' status when a policy or the set of workloads changed since the

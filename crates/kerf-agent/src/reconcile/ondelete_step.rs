@@ -10,17 +10,15 @@
 //! `blocked PodDisruptionBudget` with `details.pod` once per change and pod, and the pod
 //! is tried again [`REFUSAL_RETRY`] later.
 
-use std::collections::HashSet;
-
-use kerf_api::WorkloadKind;
 use kerf_api::event::{Event, EventType};
 use kerf_api::rsr::RightsizingRecommendationStatus;
 use kerf_api::wellknown as wk;
 use kerf_decide::pass::Outdated;
 
-use super::pass::Pass;
+use super::memory::Attempts;
+use super::pass::{Pass, is_on_delete};
 use super::step::{ActError, StepResult, event_workload};
-use crate::cache::{PodInfo, WorkloadInfo};
+use crate::cache::PodInfo;
 use crate::executor::ondelete::{
     self, EvictOutcome, OnDeleteInput, OnDeletePlan, StsPod, WaitReason, evict_pod,
 };
@@ -30,11 +28,6 @@ pub const REFUSAL_RETRY: chrono::Duration = chrono::Duration::seconds(5);
 
 /// How soon a run that evicted looks again, besides the pod updates that trigger a pass.
 pub const RECHECK: chrono::Duration = kerf_decide::pass::ON_DELETE_RECHECK;
-
-/// Whether `w` is an OnDelete StatefulSet.
-pub fn is_on_delete(w: &WorkloadInfo) -> bool {
-    w.key.kind == WorkloadKind::StatefulSet && w.strategy.type_.as_deref() == Some("OnDelete")
-}
 
 fn sts_pod(p: &PodInfo) -> StsPod {
     StsPod {
@@ -53,7 +46,11 @@ fn sts_pod(p: &PodInfo) -> StsPod {
 /// [`kerf_decide::pass::next_step`].
 pub fn outdated(c: &Pass<'_>) -> Outdated {
     let w = &c.workload;
-    let Some(update_revision) = w.status.update_revision.as_ref().filter(|_| is_on_delete(w))
+    let Some(update_revision) = w
+        .status
+        .update_revision
+        .as_ref()
+        .filter(|_| is_on_delete(w))
     else {
         return Outdated::None;
     };
@@ -89,7 +86,7 @@ pub async fn evict(
     c: &Pass<'_>,
     s: &RightsizingRecommendationStatus,
     names: Vec<String>,
-    refused: &mut HashSet<(String, String)>,
+    attempts: &mut Attempts,
 ) -> Result<StepResult, ActError> {
     let mut out = StepResult::default();
     let Some(change) = &s.change else {
@@ -109,7 +106,10 @@ pub async fn evict(
             EvictOutcome::Gone { .. } => {}
             EvictOutcome::Refused { pod, message } => {
                 out.wake_at = Some(c.now + REFUSAL_RETRY);
-                if refused.insert((change.id.clone(), pod.clone())) {
+                if attempts
+                    .refused_evictions
+                    .insert((change.id.clone(), pod.clone()))
+                {
                     let mut e = Event::new(
                         uuid::Uuid::new_v4(),
                         EventType::Blocked,

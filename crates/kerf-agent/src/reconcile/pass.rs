@@ -5,13 +5,14 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kerf_api::rsr::{RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::rsr::{HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 use kerf_decide::pass::WorkloadState;
 
 use super::facts::{self, Sources};
 use super::step::template_covers;
+use crate::cache::cluster::HpaResourceMetric;
 use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
 use crate::hub::HubState;
@@ -87,7 +88,7 @@ impl<'a> Pass<'a> {
         let w = &self.workload;
         WorkloadState {
             kind: w.key.kind,
-            on_delete: super::ondelete_step::is_on_delete(w),
+            on_delete: is_on_delete(w),
             generation: w.generation,
             observed_generation: w.status.observed_generation,
             replicas: w.replicas,
@@ -97,6 +98,31 @@ impl<'a> Pass<'a> {
             updated_number_scheduled: w.status.updated_number_scheduled,
             template_covers_change: s.change.as_ref().is_some_and(|c| template_covers(c, w)),
             rollout_complete: crate::health::rollout_complete(w),
+            hpa_target: s
+                .change
+                .as_ref()
+                .and_then(|c| c.hpa.as_ref())
+                .and_then(|h| current_target(&self.hpas, h)),
         }
     }
+}
+
+/// Whether `w` is an OnDelete StatefulSet.
+pub fn is_on_delete(w: &WorkloadInfo) -> bool {
+    w.key.kind == kerf_api::WorkloadKind::StatefulSet
+        && w.strategy.type_.as_deref() == Some("OnDelete")
+}
+
+/// The utilization metric of `h`'s resource in the HPA `info`.
+pub fn hpa_metric<'a>(info: &'a HpaInfo, h: &HpaChange) -> Option<&'a HpaResourceMetric> {
+    info.resource_metrics
+        .iter()
+        .find(|m| m.resource == h.resource.as_str() && m.target_type == "Utilization")
+}
+
+/// The target utilization `h`'s HPA has now for its resource, if the HPA and the metric
+/// are there.
+fn current_target(hpas: &[Arc<HpaInfo>], h: &HpaChange) -> Option<i32> {
+    let info = hpas.iter().find(|i| i.name == h.name)?;
+    hpa_metric(info, h)?.average_utilization
 }

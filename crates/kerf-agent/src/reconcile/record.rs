@@ -10,10 +10,10 @@ use kerf_decide::dedup::{self, DedupContext, RecommendedValues};
 use kerf_decide::pass::{Decided, rolling, wake_times};
 use kerf_decide::{Decision, Outcome};
 
-use super::key::{Carried, Sink};
 use super::memory::{InFlight, Memory};
 use super::pass::Pass;
 use super::report::{self, Report};
+use super::sink::{Carried, Sink};
 use super::step::{KeyError, event_workload};
 use crate::cache::{RsrEntry, WorkloadKey};
 use crate::context::Context;

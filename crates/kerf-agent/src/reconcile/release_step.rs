@@ -44,8 +44,12 @@ pub async fn run(
         hpa_step::restore(s, c).await?;
     }
     if change.strategy != kerf_api::Strategy::InPlace {
-        let res =
-            rollout::release(c.ctx.client.clone(), &workload_id(&c.workload), &rel.resources).await;
+        let res = rollout::release(
+            c.ctx.client.clone(),
+            &workload_id(&c.workload),
+            &rel.resources,
+        )
+        .await;
         c.metrics().observe("release", &res);
         res?;
     }

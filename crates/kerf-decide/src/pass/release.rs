@@ -14,9 +14,7 @@ use kerf_api::wellknown as wk;
 
 use crate::effective::EffectivePolicy;
 use crate::facts::Facts;
-use crate::pipeline::{
-    Block, Check, Decision, Outcome, ReportKind, ResourceReport, resource_list,
-};
+use crate::pipeline::{Block, Check, Decision, Outcome, ReportKind, ResourceReport, resource_list};
 use crate::window::{WindowKind, evaluate_windows};
 
 /// A release that is due.
