@@ -90,10 +90,13 @@ async fn reconcile_entry(
     };
     let mut s = rsr.status.clone().unwrap_or_default();
     intent::clear_pending(&mut s, &sink.memory.reports.acked_ids);
-    let p = Pass::gather(ctx, hub, key, workload, &rsr.spec, &s);
+    let mut p = Pass::gather(ctx, hub, key, workload, &rsr.spec, &s);
     let withdrawn = is_withdrawn(entry);
     let health = if !withdrawn && kerf_decide::pass::watch_due(&s, p.now) {
-        healthwatch::evaluate(&p, watcher, &mut s).await
+        let h = healthwatch::evaluate(&p, watcher, &mut s).await;
+        // The watch may have got its end: the decision reads the status as evaluated.
+        p.facts.state = super::facts::rsr_state(&s, p.now);
+        h
     } else {
         HealthStep::Idle
     };
