@@ -181,12 +181,21 @@ pub struct PassFacts<'a> {
     pub outdated: Outdated,
 }
 
-/// The next step of a pass: the first kind of [`StepKind::ORDER`] that is due.
+/// The next step of a pass: the first kind of [`StepKind::ORDER`] that is due. When no
+/// change is under way, the pipeline decides (once) whether a change starts or the pass
+/// reports.
 pub fn next_step(f: &PassFacts<'_>, policy: &EffectivePolicy, now: DateTime<Utc>) -> Step {
-    StepKind::ORDER
+    let under_way = StepKind::ORDER
         .iter()
-        .find_map(|k| step_if_due(*k, f, policy, now))
-        .unwrap_or_else(|| Step::Report(Box::new(decided(f, policy, now))))
+        .take_while(|k| **k < StepKind::Start)
+        .find_map(|k| step_if_due(*k, f, policy, now));
+    under_way.unwrap_or_else(|| {
+        let d = Box::new(decided(f, policy, now));
+        match d.decision.outcome {
+            Outcome::Apply(_) => Step::Start(d),
+            _ => Step::Report(d),
+        }
+    })
 }
 
 fn step_if_due(
@@ -210,15 +219,8 @@ fn step_if_due(
         StepKind::RollBack => f.breach.clone().map(|b| Step::RollBack(Box::new(b))),
         StepKind::HpaAfter => hpa_after_due(f.status, &f.workload).then_some(Step::HpaAfter),
         StepKind::Evict => evict_now(f, policy, now).map(Step::Evict),
-        StepKind::Start | StepKind::Report => {
-            let d = decided(f, policy, now);
-            let start = matches!(d.decision.outcome, Outcome::Apply(_));
-            match (kind, start) {
-                (StepKind::Start, true) => Some(Step::Start(Box::new(d))),
-                (StepKind::Report, false) => Some(Step::Report(Box::new(d))),
-                _ => None,
-            }
-        }
+        // Decided once, in `next_step`.
+        StepKind::Start | StepKind::Report => None,
     }
 }
 
