@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod event_text;
 pub mod executor;
 pub mod explain_cmd;

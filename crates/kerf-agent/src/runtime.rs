@@ -13,40 +13,13 @@ use tokio::task::JoinSet;
 use crate::cache::CacheSet;
 use crate::cli::LogFormat;
 use crate::clock::{SharedClock, SystemClock};
+use crate::context::Context;
 use crate::lease::{Elector, LeaderState, always_leader};
 use crate::metrics::{self, Metrics};
 use crate::settings::{LogSettings, Settings};
 
 /// How long shutdown waits for tasks to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// What every component of the running agent shares.
-#[derive(Clone)]
-pub struct Context {
-    /// Validated settings.
-    pub settings: Arc<Settings>,
-    /// Kubernetes client.
-    pub client: kube::Client,
-    /// Slim caches.
-    pub cache: CacheSet,
-    /// The clock; decision code gets `now` from it, never reads time itself.
-    pub clock: SharedClock,
-    /// Leadership; check `borrow().is_leader_at(clock.now())` before every actuating write.
-    pub leader: watch::Receiver<LeaderState>,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Turns true when the agent shuts down.
-    pub shutdown: watch::Receiver<bool>,
-    /// Whether the API server serves `pods/resize` (design D19), from discovery at start.
-    pub resize_subresource: bool,
-}
-
-impl Context {
-    /// Whether this replica may make an actuating write now (local check, design D25).
-    pub fn may_write(&self) -> bool {
-        self.leader.borrow().is_leader_at(self.clock.now())
-    }
-}
 
 /// Runs the agent on a new tokio runtime; returns the process exit code.
 pub fn main(settings: Settings) -> ExitCode {

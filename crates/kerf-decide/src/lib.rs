@@ -8,6 +8,7 @@ pub mod facts;
 pub mod health;
 pub mod hpa;
 pub mod jvm;
+pub mod pass;
 pub mod pipeline;
 pub mod quantity;
 pub mod replicas;

@@ -3,106 +3,31 @@
 //! release when a workload leaves auto-patch is [`super::release_step`]). Every step starts
 //! from the intent in status and the live state, so a resumed change sends nothing twice.
 
-use chrono::{DateTime, Utc};
 use kerf_api::Strategy;
-use kerf_api::event::{Event, EventType, EventWorkload};
+use kerf_api::event::{Event, EventType};
 use kerf_api::rsr::{
     ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer, LiveValues,
     RightsizingRecommendationStatus, StrategyStatus,
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceRequirements};
-use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
-use kerf_decide::window::{WindowKind, evaluate_windows};
 
+use super::hpa_step;
+use super::pass::Pass;
+use super::step::{ActError, StepResult, event_workload, template_covers, workload_id};
 use crate::cache::{PodInfo, WorkloadInfo};
+use crate::executor::ContainerResources;
 use crate::executor::inplace::{
     self, InPlaceInput, InPlaceOutcome, PodResizeView, ResizeCondition,
 };
-use crate::executor::metrics::ExecutorMetrics;
 use crate::executor::resize::{ResizeError, resize_pod};
 use crate::executor::rollout;
-use crate::executor::{ContainerResources, WorkloadId, requirements_cover};
 use crate::failpoints;
 use crate::intent;
 
 /// How many carried-out approvals `status.consumedApprovals` keeps (its CRD limit).
 pub const MAX_CONSUMED_APPROVALS: usize = 32;
-
-/// Why a step of a change stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ActError {
-    /// The lease is not held: no actuating write.
-    #[error("not the leader")]
-    NotLeader,
-    /// A fail point stopped the step.
-    #[error(transparent)]
-    Failpoint(#[from] failpoints::Triggered),
-    /// A resize failed (not Infeasible).
-    #[error("resize: {0}")]
-    Resize(#[from] ResizeError),
-    /// The template apply or the release failed.
-    #[error("template: {0}")]
-    Apply(#[from] rollout::ApplyError),
-    /// The coordinated HPA target could not be written.
-    #[error("HPA: {0}")]
-    Hpa(#[from] crate::executor::hpa::HpaError),
-    /// The eviction of an outdated OnDelete pod failed (other than a refusal).
-    #[error("eviction: {0}")]
-    Evict(#[from] crate::executor::ondelete::EvictError),
-}
-
-impl ActError {
-    /// A short, bounded name for metric labels and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            ActError::NotLeader => "not_leader",
-            ActError::Failpoint(_) => "failpoint",
-            ActError::Resize(e) => e.category(),
-            ActError::Apply(e) => e.category(),
-            ActError::Hpa(e) => e.category(),
-            ActError::Evict(e) => e.category(),
-        }
-    }
-}
-
-/// What a step did, for the caller to record.
-#[derive(Debug, Default)]
-pub struct StepResult {
-    /// Lifecycle events to emit (already added to `pendingEvents`).
-    pub events: Vec<Event>,
-    /// Whether the change became Applied, RolledBack or Released in this step (EV-18).
-    pub finished: bool,
-}
-
-/// The workload identity the executor takes.
-pub fn workload_id(w: &WorkloadInfo) -> WorkloadId {
-    WorkloadId {
-        namespace: w.key.namespace.to_string(),
-        name: w.key.name.to_string(),
-        uid: w.uid.clone(),
-        kind: w.key.kind,
-    }
-}
-
-/// The workload as events name it.
-pub fn event_workload(w: &WorkloadInfo) -> EventWorkload {
-    EventWorkload {
-        namespace: w.key.namespace.to_string(),
-        kind: w.key.kind.as_str().to_owned(),
-        name: w.key.name.to_string(),
-    }
-}
-
-/// Whether a freeze window, the cluster-wide freeze or a pause is open (AP-34, AP-35,
-/// EV-39): nothing starts and nothing is released.
-pub fn frozen(facts: &Facts, policy: &EffectivePolicy, now: DateTime<Utc>) -> bool {
-    facts.cluster_freeze.now
-        || facts.hub.pause.is_some()
-        || evaluate_windows(WindowKind::Freeze, &policy.freeze_windows.value, now).open
-        || evaluate_windows(WindowKind::Freeze, &facts.cluster_freeze.windows, now).open
-}
 
 fn target(change: &ChangeRecord) -> Vec<ContainerResources> {
     change
@@ -187,34 +112,12 @@ pub fn live_values(change: &ChangeRecord, w: &WorkloadInfo) -> LiveValues {
     LiveValues { containers }
 }
 
-/// Everything a step reads.
-pub struct StepCtx<'a> {
-    /// Kubernetes client.
-    pub client: &'a kube::Client,
-    /// The workload.
-    pub workload: &'a WorkloadInfo,
-    /// Its pods (non-terminating).
-    pub pods: &'a [std::sync::Arc<PodInfo>],
-    /// The HPAs scaling it.
-    pub hpas: &'a [std::sync::Arc<crate::cache::HpaInfo>],
-    /// Facts of the decision.
-    pub facts: &'a Facts,
-    /// The effective policy.
-    pub policy: &'a EffectivePolicy,
-    /// Whether this replica may write now.
-    pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
-    /// Counters of the actuating calls.
-    pub metrics: &'a ExecutorMetrics,
-    /// Now.
-    pub now: DateTime<Utc>,
-}
-
-fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &StepCtx<'_>, out: &mut StepResult) {
+fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &Pass<'_>, out: &mut StepResult) {
     intent::mark_applied(s, c.now, c.policy.watch_duration.value);
     let Some(change) = s.change.clone() else {
         return;
     };
-    s.live = (change.strategy == Strategy::InPlace).then(|| live_values(&change, c.workload));
+    s.live = (change.strategy == Strategy::InPlace).then(|| live_values(&change, &c.workload));
     if change.strategy != Strategy::InPlace {
         s.live = None;
     }
@@ -229,8 +132,8 @@ fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &StepCtx<'_>, out:
             .saturating_sub(MAX_CONSUMED_APPROVALS);
         s.consumed_approvals.drain(..over);
     }
-    let approved_by = approver(&change, c.facts);
-    let e = intent::applied_event(&change, event_workload(c.workload), approved_by, c.now);
+    let approved_by = approver(&change, &c.facts);
+    let e = intent::applied_event(&change, event_workload(&c.workload), approved_by, c.now);
     intent::add_pending(s, &e);
     out.events.push(e);
     out.finished = true;
@@ -256,10 +159,12 @@ fn approver<'a>(change: &ChangeRecord, facts: &'a Facts) -> Option<&'a str> {
     from_config.or_else(mirrored)
 }
 
-/// Moves a change in state Intent or Applying one step on.
+/// Moves a change in state Intent or Applying one step on; `may_start` is false while a
+/// freeze or a pause holds new resizes back.
 pub async fn advance(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
+    may_start: bool,
 ) -> Result<StepResult, ActError> {
     let mut out = StepResult::default();
     let Some(change) = s.change.as_mut() else {
@@ -269,7 +174,7 @@ pub async fn advance(
         change.state = ChangeState::Applying;
     }
     match change.strategy {
-        Strategy::InPlace => in_place(s, c, &mut out).await?,
+        Strategy::InPlace => in_place(s, c, may_start, &mut out).await?,
         Strategy::Rollout | Strategy::Deferred => rollout_step(s, c, &mut out).await?,
     }
     Ok(out)
@@ -277,7 +182,8 @@ pub async fn advance(
 
 async fn in_place(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
+    may_start: bool,
     out: &mut StepResult,
 ) -> Result<(), ActError> {
     let Some(change) = s.change.clone() else {
@@ -286,7 +192,7 @@ async fn in_place(
     let target = target(&change);
     let views: Vec<PodResizeView> = c.pods.iter().map(|p| view(p)).collect();
     let rollout_safe =
-        kerf_decide::strategy::fallback_allowed(c.facts, c.policy, wk::REASON_RESIZE_INFEASIBLE)
+        kerf_decide::strategy::fallback_allowed(&c.facts, &c.policy, wk::REASON_RESIZE_INFEASIBLE)
             .is_ok();
     let input = InPlaceInput {
         kind: c.workload.key.kind,
@@ -295,52 +201,10 @@ async fn in_place(
         pods: &views,
         first_resize_at: change.first_resize_at,
         fallback_after: c.policy.fallback_after.value,
-        may_start: !frozen(c.facts, c.policy, c.now),
+        may_start,
         now: c.now,
     };
-    let plan = inplace::plan(&input);
-    let mut outcome = plan.outcome.clone();
-    for pod in &plan.resize_now {
-        if !(c.may_write)() {
-            return Err(ActError::NotLeader);
-        }
-        if let Some(ch) = s.change.as_mut()
-            && ch.first_resize_at.is_none()
-        {
-            ch.first_resize_at = Some(c.now);
-        }
-        let sidecars = sidecars_in(c.pods, pod);
-        let res = resize_pod(
-            c.client.clone(),
-            &c.workload.key.namespace,
-            pod,
-            &target,
-            &sidecars,
-        )
-        .await;
-        c.metrics.observe("resize", &res);
-        match res {
-            Ok(_) => {}
-            Err(ResizeError::Infeasible { message }) => {
-                let node = views
-                    .iter()
-                    .find(|v| &v.name == pod)
-                    .and_then(|v| v.node.clone());
-                outcome = inplace::refusal_or_fallback(
-                    &input,
-                    inplace::FallbackReason::ResizeInfeasible,
-                    message,
-                    node,
-                    Vec::new(),
-                );
-                break;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if !plan.resize_now.is_empty() {
-        failpoints::hit("after-resize")?;
-    }
+    let outcome = resize_planned(s, c, &input).await?;
     match outcome {
         InPlaceOutcome::Progress { accepted, total } => {
             if let Some(ch) = s.change.as_mut() {
@@ -379,9 +243,52 @@ async fn in_place(
     Ok(())
 }
 
+/// Sends the resizes the plan of `input` starts now; an Infeasible answer turns the
+/// outcome into a refusal or a fallback (AP-08).
+async fn resize_planned(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    input: &InPlaceInput<'_>,
+) -> Result<InPlaceOutcome, ActError> {
+    let plan = inplace::plan(input);
+    let mut outcome = plan.outcome.clone();
+    for pod in &plan.resize_now {
+        if !c.may_write() {
+            return Err(ActError::NotLeader);
+        }
+        if let Some(ch) = s.change.as_mut()
+            && ch.first_resize_at.is_none()
+        {
+            ch.first_resize_at = Some(c.now);
+        }
+        let sidecars = sidecars_in(&c.pods, pod);
+        let ns = &c.workload.key.namespace;
+        let res = resize_pod(c.ctx.client.clone(), ns, pod, input.target, &sidecars).await;
+        c.metrics().observe("resize", &res);
+        match res {
+            Ok(_) => {}
+            Err(ResizeError::Infeasible { message }) => {
+                let node = input
+                    .pods
+                    .iter()
+                    .find(|v| &v.name == pod)
+                    .and_then(|v| v.node.clone());
+                let why = inplace::FallbackReason::ResizeInfeasible;
+                outcome = inplace::refusal_or_fallback(input, why, message, node, Vec::new());
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !plan.resize_now.is_empty() {
+        failpoints::hit("after-resize")?;
+    }
+    Ok(outcome)
+}
+
 fn fall_back(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     reason: &str,
     message: &str,
     out: &mut StepResult,
@@ -396,14 +303,14 @@ fn fall_back(
     ch.strategy = Strategy::Rollout;
     // Pod counts belong to in-place changes only.
     ch.progress = None;
-    let e = intent::fallback_event(ch, event_workload(c.workload), reason, message, c.now);
+    let e = intent::fallback_event(ch, event_workload(&c.workload), reason, message, c.now);
     intent::add_pending(s, &e);
     out.events.push(e);
 }
 
 async fn refuse(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     fallback_reason: &str,
     message: &str,
     resize_back: &[String],
@@ -418,12 +325,12 @@ async fn refuse(
         .map(|x| (x.name.clone(), x.from.clone()))
         .collect();
     for pod in resize_back {
-        if !(c.may_write)() {
+        if !c.may_write() {
             return Err(ActError::NotLeader);
         }
-        let sidecars = sidecars_in(c.pods, pod);
+        let sidecars = sidecars_in(&c.pods, pod);
         resize_pod(
-            c.client.clone(),
+            c.ctx.client.clone(),
             &c.workload.key.namespace,
             pod,
             &back,
@@ -438,7 +345,7 @@ async fn refuse(
         uuid::Uuid::new_v4(),
         EventType::Blocked,
         c.now,
-        event_workload(c.workload),
+        event_workload(&c.workload),
         wk::REASON_SINGLE_REPLICA_UNSAFE,
     )
     .with_message(message);
@@ -452,44 +359,28 @@ async fn refuse(
     Ok(())
 }
 
-/// Whether the template already holds every value of the change.
-pub fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
-    change.containers.iter().all(|c| {
-        w.containers
-            .iter()
-            .find(|t| *t.name == c.name)
-            .is_none_or(|t| {
-                let have = ResourceRequirements {
-                    requests: t.requests.clone(),
-                    limits: t.limits.clone(),
-                };
-                requirements_cover(&c.to, &have)
-            })
-    })
-}
-
 async fn rollout_step(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     out: &mut StepResult,
 ) -> Result<(), ActError> {
     // A lower HPA target goes in before the template (design D22).
-    super::hpa_step::write_due(s, c, HpaOrder::Before).await?;
+    hpa_step::write_due(s, c, HpaOrder::Before).await?;
     let Some(change) = s.change.clone() else {
         return Ok(());
     };
-    if !template_covers(&change, c.workload) {
-        if !(c.may_write)() {
+    if !template_covers(&change, &c.workload) {
+        if !c.may_write() {
             return Err(ActError::NotLeader);
         }
         let res = rollout::apply_template(
-            c.client.clone(),
-            &workload_id(c.workload),
+            c.ctx.client.clone(),
+            &workload_id(&c.workload),
             &target(&change),
             &change.resources,
         )
         .await;
-        c.metrics.observe("apply", &res);
+        c.metrics().observe("apply", &res);
         res?;
         failpoints::hit("after-apply")?;
     }

@@ -11,7 +11,7 @@ use kerf_api::event::{Event, EventWorkload};
 use kerf_api::rsr::RightsizingRecommendationStatus;
 use kerf_api::wellknown as wk;
 
-use super::act::ActError;
+use super::step::ActError;
 use crate::executor::hpa::HpaError;
 use crate::executor::resize::ResizeError;
 use crate::executor::rollout::ApplyError;

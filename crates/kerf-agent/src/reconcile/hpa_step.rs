@@ -2,17 +2,16 @@
 //!
 //! The decision puts the HPA change in the intent (`status.change.hpa`). A lower target
 //! (order Before) is written before the template apply, a higher one (order After) once
-//! the rollout completed; either is marked `written` in the intent. Leaving auto-patch
+//! the rollout completed (when is [`kerf_decide::pass::hpa_after_due`]); either is marked `written` in the intent. Leaving auto-patch
 //! writes the old target back. Every write goes through
 //! [`write_hpa_target`](crate::executor::hpa::write_hpa_target), which tests the value it
 //! replaces: a target someone else changed meanwhile is left alone. Each step starts from
 //! the HPA as the cache shows it, so a resumed change writes nothing twice.
 
-use kerf_api::rsr::{ChangeState, HpaChange, HpaOrder, RightsizingRecommendationStatus};
+use kerf_api::rsr::{HpaChange, HpaOrder, RightsizingRecommendationStatus};
 
-use super::act::{ActError, StepCtx};
-use crate::cache::HpaInfo;
-use crate::cache::cluster::HpaResourceMetric;
+use super::pass::{Pass, hpa_metric as metric};
+use super::step::ActError;
 use crate::executor::hpa::{HpaError, MetricSource, write_hpa_target};
 
 /// What a target write found.
@@ -26,15 +25,9 @@ pub enum TargetWrite {
     LeftAlone,
 }
 
-fn metric<'a>(info: &'a HpaInfo, h: &HpaChange) -> Option<&'a HpaResourceMetric> {
-    info.resource_metrics
-        .iter()
-        .find(|m| m.resource == h.resource.as_str() && m.target_type == "Utilization")
-}
-
 /// Moves the target of `h`'s HPA from `old` to `new` if it still is `old`.
 pub async fn write_target(
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     h: &HpaChange,
     old: i32,
     new: i32,
@@ -52,7 +45,7 @@ pub async fn write_target(
         tracing::warn!(hpa = %h.name, target = ?m.average_utilization, expected = old, "HPA target changed by someone else: left alone");
         return Ok(TargetWrite::LeftAlone);
     }
-    if !(c.may_write)() {
+    if !c.may_write() {
         return Err(ActError::NotLeader);
     }
     let source = if m.container.is_some() {
@@ -61,7 +54,7 @@ pub async fn write_target(
         MetricSource::Resource
     };
     let res = write_hpa_target(
-        c.client.clone(),
+        c.ctx.client.clone(),
         &info.namespace,
         &info.name,
         m.index,
@@ -70,7 +63,7 @@ pub async fn write_target(
         new,
     )
     .await;
-    c.metrics.observe("hpa_patch", &res);
+    c.metrics().observe("hpa_patch", &res);
     match res {
         Ok(_) => Ok(TargetWrite::Written),
         Err(HpaError::NotFound { .. }) => Ok(TargetWrite::LeftAlone),
@@ -86,7 +79,7 @@ pub async fn write_target(
 /// it `written`.
 pub async fn write_due(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     order: HpaOrder,
 ) -> Result<(), ActError> {
     let Some(h) = s.change.as_ref().and_then(|ch| ch.hpa.clone()) else {
@@ -104,21 +97,10 @@ pub async fn write_due(
     Ok(())
 }
 
-/// Whether an applied change still has a higher target to write once its rollout
-/// completed.
-pub fn after_due(s: &RightsizingRecommendationStatus) -> bool {
-    s.change.as_ref().is_some_and(|c| {
-        c.state == ChangeState::Applied
-            && c.hpa
-                .as_ref()
-                .is_some_and(|h| h.order == HpaOrder::After && !h.written && h.from != h.to)
-    })
-}
-
 /// Writes the old target back when a change leaves auto-patch (D22, RB-24).
 pub async fn restore(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
 ) -> Result<(), ActError> {
     let Some(h) = s.change.as_ref().and_then(|ch| ch.hpa.clone()) else {
         return Ok(());

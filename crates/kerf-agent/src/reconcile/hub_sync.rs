@@ -14,9 +14,9 @@ use kerf_decide::duration::format_go_duration;
 use kerf_decide::effective::EffectivePolicy;
 
 use crate::cache::{CacheSet, WorkloadInfo};
+use crate::context::Context;
 use crate::hub::persist::{self, Persisted};
 use crate::hub::{HubClient, HubState};
-use crate::runtime::Context;
 use crate::settings::Settings;
 
 /// An unchanged inventory is put again after this many polls, so a hub that lost it gets

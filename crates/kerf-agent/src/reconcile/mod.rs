@@ -1,5 +1,6 @@
-//! The reconciler (leader only): per rsr key, gather facts from the caches, compute the
-//! effective policy, decide, act through the executor, write the status, record events.
+//! The reconciler (leader only): one pass per workload at a time (see [`key`]): gather the
+//! facts from the caches once, take the one step [`kerf_decide::pass::next_step`] names,
+//! write the status, record events, schedule the next pass.
 //!
 //! Triggers: the caches' change notification, hub state changes, delivery reports of the
 //! outbox, and timers (cooldown end, window opening, `fallbackAfter`, watch end), never
@@ -13,12 +14,18 @@ mod healthwatch;
 pub mod hpa_step;
 pub mod hub_sync;
 mod key;
+pub mod memory;
 pub mod ondelete_step;
+pub mod pass;
 pub mod policies;
+mod record;
 pub mod release_step;
 pub mod report;
+mod sink;
+pub mod step;
+mod writer;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,11 +34,13 @@ use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
 use crate::cache::{Change, WorkloadKey};
+use crate::context::Context;
 use crate::hub::HubState;
 use crate::outbox::{DeliveryReport, Outbox, Reporter};
-use crate::runtime::Context;
 
-pub use key::{KeyError, reconcile_key};
+pub use key::reconcile_key;
+pub use memory::{InFlight, Memory};
+pub use step::KeyError;
 
 /// How often everything is synced and decided again even without a trigger.
 pub const RESYNC: Duration = Duration::from_secs(60);
@@ -41,77 +50,6 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// After a 409 the rsr is read again this many milliseconds later.
 const CONFLICT_RETRY_MS: i64 = 200;
-
-/// A skip or block sent and not yet acknowledged.
-#[derive(Clone, Debug)]
-pub struct InFlight {
-    /// The workload.
-    pub key: WorkloadKey,
-    /// The de-duplication key.
-    pub candidate: kerf_decide::dedup::Candidate,
-    /// The recommended values when sent.
-    pub values: kerf_decide::dedup::RecommendedValues,
-    /// The policy hash when sent.
-    pub policy_hash: String,
-}
-
-/// What the reconciler keeps between passes (rebuilt from status after a restart).
-#[derive(Debug, Default)]
-pub struct Memory {
-    /// Skips and blocks sent, by event id.
-    pub in_flight: HashMap<Uuid, InFlight>,
-    /// Skips and blocks acknowledged, waiting to be recorded in `status.reported`.
-    pub acked_reports: HashMap<WorkloadKey, Vec<InFlight>>,
-    /// Lifecycle event ids acknowledged, to drop from `pendingEvents`.
-    pub acked_ids: Vec<Uuid>,
-    /// Per-workload backoff: failures in a row and when to try again.
-    pub backoff: HashMap<WorkloadKey, (u32, DateTime<Utc>)>,
-    /// Timers: when a workload must be decided again.
-    pub timers: BTreeMap<DateTime<Utc>, BTreeSet<WorkloadKey>>,
-    /// Last conversion error written for a malformed rsr.
-    pub invalid: HashMap<WorkloadKey, String>,
-    /// resourceVersions of rsrs this reconciler has written over: a cache entry still at
-    /// one of them is stale, and the watch brings the newer one.
-    pub superseded: HashMap<WorkloadKey, BTreeSet<String>>,
-    /// Failed attempts of an action's API call, by change id (see [`failure::record`]).
-    pub failures: HashMap<String, u32>,
-    /// OnDelete evictions refused and reported, by change id and pod.
-    pub refused_evictions: std::collections::HashSet<(String, String)>,
-}
-
-impl Memory {
-    /// Decides `key` again at `at`.
-    pub fn wake_at(&mut self, at: DateTime<Utc>, key: &WorkloadKey) {
-        self.timers.entry(at).or_default().insert(key.clone());
-    }
-
-    fn take_due(&mut self, now: DateTime<Utc>) -> BTreeSet<WorkloadKey> {
-        let later = self
-            .timers
-            .split_off(&(now + chrono::Duration::milliseconds(1)));
-        let due = std::mem::replace(&mut self.timers, later);
-        due.into_values().flatten().collect()
-    }
-
-    fn handle(&mut self, report: DeliveryReport) -> BTreeSet<WorkloadKey> {
-        let mut keys = BTreeSet::new();
-        let ids = match report {
-            DeliveryReport::Acked(ids) => ids,
-            DeliveryReport::Rejected { id, .. } => vec![id],
-            DeliveryReport::Dropped(_) => return keys,
-        };
-        for id in ids {
-            match self.in_flight.remove(&id) {
-                Some(f) => {
-                    keys.insert(f.key.clone());
-                    self.acked_reports.entry(f.key.clone()).or_default().push(f);
-                }
-                None => self.acked_ids.push(id),
-            }
-        }
-        keys
-    }
-}
 
 /// The rank of a workload that needs nothing soon.
 const URGENCY_NONE: u8 = 2;
@@ -177,8 +115,6 @@ pub struct Reconciler {
     acks: mpsc::UnboundedReceiver<DeliveryReport>,
     memory: Memory,
     watcher: Arc<crate::health::Watcher>,
-    /// Whether the API server serves `pods/resize` (design D19).
-    pub resize_subresource: bool,
     /// Turns true once the hub poll of this term finished its first round.
     first_poll: Option<watch::Receiver<bool>>,
 }
@@ -198,7 +134,6 @@ impl Reconciler {
         };
         let watcher = Arc::new(watcher(&ctx.settings.health));
         Reconciler {
-            resize_subresource: ctx.resize_subresource,
             ctx,
             hub,
             recorder,
@@ -300,12 +235,17 @@ impl Reconciler {
             let now = self.ctx.clock.now();
             // The hub turning stale blocks new changes (EV-37): decide everything again then.
             let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
-            let next_timer = self.memory.timers.keys().next().copied();
+            let next_timer = self.memory.schedule.next_timer();
             let next = match (next_timer, stale_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
+            let sleep = if self.memory.schedule.requeued.is_empty() {
+                next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default())
+            } else {
+                // A pass acted: its next step follows at once.
+                Duration::ZERO
+            };
             tokio::select! {
                 c = changes.recv() => match c {
                     Ok(Change::Workload(k)) => { dirty.insert(k); }
@@ -319,7 +259,7 @@ impl Reconciler {
                     dirty = self.all_keys();
                 }
                 Some(report) = self.acks.recv() => {
-                    dirty.extend(self.memory.handle(report));
+                    dirty.extend(self.memory.reports.handle(report));
                     dirty.extend(self.pending_holders());
                 }
                 _ = tokio::time::sleep(sleep) => {
@@ -328,7 +268,8 @@ impl Reconciler {
                     if stale_at.is_some_and(|t| t <= now) && !self.hub.borrow().is_fresh(now) {
                         dirty = self.all_keys();
                     }
-                    dirty.extend(self.memory.take_due(now));
+                    dirty.extend(self.memory.schedule.take_due(now));
+                    dirty.append(&mut self.memory.schedule.requeued);
                 }
                 _ = resync.tick() => {
                     self.prune_acked();
@@ -344,7 +285,7 @@ impl Reconciler {
 
     /// The workloads whose rsr still lists an acknowledged lifecycle event as pending.
     fn pending_holders(&self) -> BTreeSet<WorkloadKey> {
-        let acked = &self.memory.acked_ids;
+        let acked = &self.memory.reports.acked_ids;
         if acked.is_empty() {
             return BTreeSet::new();
         }
@@ -366,7 +307,7 @@ impl Reconciler {
     /// Forgets acknowledged ids that no rsr lists as pending any more (at each resync, so
     /// the cache has long seen the status that listed them).
     fn prune_acked(&mut self) {
-        if self.memory.acked_ids.is_empty() {
+        if self.memory.reports.acked_ids.is_empty() {
             return;
         }
         let pending: std::collections::HashSet<Uuid> = self
@@ -377,7 +318,10 @@ impl Reconciler {
             .filter_map(|r| r.rsr.as_ref().ok()?.status.as_ref()?.change.clone())
             .flat_map(|c| c.pending_events.into_iter().map(|e| e.id))
             .collect();
-        self.memory.acked_ids.retain(|id| pending.contains(id));
+        self.memory
+            .reports
+            .acked_ids
+            .retain(|id| pending.contains(id));
     }
 
     /// Writes the policies' status when a policy or the set of workloads changed since the
@@ -431,7 +375,7 @@ impl Reconciler {
     async fn pass(&mut self, keys: BTreeSet<WorkloadKey>) {
         let now = self.ctx.clock.now();
         for key in self.urgent_first(keys, now) {
-            if let Some((_, until)) = self.memory.backoff.get(&key)
+            if let Some((_, until)) = self.memory.schedule.backoff.get(&key)
                 && *until > now
             {
                 continue;
@@ -443,7 +387,6 @@ impl Reconciler {
                 &hub,
                 &self.recorder,
                 &mut self.memory,
-                self.resize_subresource,
                 &self.watcher,
                 &key,
             )
@@ -462,7 +405,7 @@ impl Reconciler {
                 .observe(started.elapsed().as_secs_f64());
             match res {
                 Ok(()) => {
-                    self.memory.backoff.remove(&key);
+                    self.memory.schedule.backoff.remove(&key);
                 }
                 Err(e) => self.back_off(&key, &e, now),
             }
@@ -476,12 +419,18 @@ impl Reconciler {
         ) {
             // Someone else wrote the rsr: read it again soon, no backoff (design D25).
             tracing::debug!(workload = %key, error = %e, "rsr changed meanwhile; reading it again");
-            self.memory.superseded.remove(key);
+            self.memory.writes.superseded.remove(key);
             self.memory
+                .schedule
                 .wake_at(now + chrono::Duration::milliseconds(CONFLICT_RETRY_MS), key);
             return;
         }
-        let entry = self.memory.backoff.entry(key.clone()).or_insert((0, now));
+        let entry = self
+            .memory
+            .schedule
+            .backoff
+            .entry(key.clone())
+            .or_insert((0, now));
         entry.0 = entry.0.saturating_add(1);
         let secs = BACKOFF_BASE
             .as_secs()
@@ -489,7 +438,7 @@ impl Reconciler {
             .min(BACKOFF_MAX.as_secs());
         let at = now + chrono::Duration::seconds(i64::try_from(secs).unwrap_or(300));
         entry.1 = at;
-        self.memory.wake_at(at, key);
+        self.memory.schedule.wake_at(at, key);
         tracing::warn!(workload = %key, error = %e, category = e.category(), retry_in_s = secs, "reconcile failed");
     }
 }

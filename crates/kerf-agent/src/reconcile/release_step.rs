@@ -8,78 +8,32 @@
 //! last release marks it `Released`. Each release records `released ModeChanged` naming
 //! its resources.
 //!
-//! Nothing is released while a freeze window, the cluster-wide freeze or a pause is open:
-//! the release waits, and the workload reports that block for the resources it would
-//! release instead of their mode skip (the one exception to the mode deciding first).
+//! When a release is due and what it reports while a freeze or a pause holds it are
+//! decided in [`kerf_decide::pass`].
 
-use chrono::{DateTime, Utc};
 use kerf_api::Resource;
-use kerf_api::policy::Mode;
 use kerf_api::rsr::{ChangeState, LiveValues, RightsizingRecommendationStatus};
-use kerf_api::wellknown as wk;
-use kerf_decide::effective::{EffectivePolicy, PerResource};
-use kerf_decide::facts::Facts;
-use kerf_decide::pipeline::{
-    Block, Check, Decision, Outcome, ReportKind, ResourceReport, resource_list,
-};
-use kerf_decide::window::{WindowKind, evaluate_windows};
+use kerf_decide::pass::Release;
 use uuid::Uuid;
 
-use super::act::{ActError, StepCtx, StepResult, event_workload, workload_id};
+use super::hpa_step;
+use super::pass::Pass;
+use super::step::{ActError, StepResult, event_workload, workload_id};
 use crate::executor::rollout;
 use crate::intent;
 
-/// A release that is due.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Release {
-    /// The resources that left: released now.
-    pub resources: Vec<Resource>,
-    /// The mode they had (auto-patch, or audit for an approved change).
-    pub previous: Mode,
-    /// The mode of the first of them now.
-    pub new: Mode,
-}
-
-/// The resources of the last applied change that left auto-patch (an approved change
-/// keeps its fields until the mode is `off`, design D27), if any.
-pub fn due(s: &RightsizingRecommendationStatus, policy: &EffectivePolicy) -> Option<Release> {
-    let change = s
-        .change
-        .as_ref()
-        .filter(|c| c.state == ChangeState::Applied)?;
-    let approved = change.approval_id.is_some();
-    let left = |r: &Resource| {
-        let mode = policy.mode_of(*r);
-        if approved {
-            mode == Mode::Off
-        } else {
-            mode != Mode::AutoPatch
-        }
-    };
-    let resources: Vec<Resource> = change.resources.iter().copied().filter(left).collect();
-    let first = *resources.first()?;
-    Some(Release {
-        resources,
-        previous: if approved {
-            Mode::Audit
-        } else {
-            Mode::AutoPatch
-        },
-        new: policy.mode_of(first),
-    })
-}
-
-/// Releases `rel` (D21, AP-21, EV-46). The caller checks the freeze and the pause first.
+/// Releases `rel` (D21, AP-21, EV-46); [`kerf_decide::pass::next_step`] holds it while a
+/// freeze or a pause is open.
 pub async fn run(
     s: &mut RightsizingRecommendationStatus,
-    c: &StepCtx<'_>,
+    c: &Pass<'_>,
     rel: &Release,
 ) -> Result<StepResult, ActError> {
     let mut out = StepResult::default();
     let Some(change) = s.change.clone() else {
         return Ok(out);
     };
-    if !(c.may_write)() {
+    if !c.may_write() {
         return Err(ActError::NotLeader);
     }
     if change
@@ -87,12 +41,16 @@ pub async fn run(
         .as_ref()
         .is_some_and(|h| rel.resources.contains(&h.resource))
     {
-        super::hpa_step::restore(s, c).await?;
+        hpa_step::restore(s, c).await?;
     }
     if change.strategy != kerf_api::Strategy::InPlace {
-        let res =
-            rollout::release(c.client.clone(), &workload_id(c.workload), &rel.resources).await;
-        c.metrics.observe("release", &res);
+        let res = rollout::release(
+            c.ctx.client.clone(),
+            &workload_id(&c.workload),
+            &rel.resources,
+        )
+        .await;
+        c.metrics().observe("release", &res);
         res?;
     }
     s.live = s.live.take().and_then(|l| without(l, &rel.resources));
@@ -105,7 +63,7 @@ pub async fn run(
     };
     let e = intent::released_event(
         &change,
-        event_workload(c.workload),
+        event_workload(&c.workload),
         &rel.resources,
         id,
         (rel.previous.as_str(), rel.new.as_str()),
@@ -136,88 +94,6 @@ pub fn without(mut live: LiveValues, resources: &[Resource]) -> Option<LiveValue
     live.containers
         .retain(|c| c.requests != c.base.requests || c.limits != c.base.limits);
     (!live.containers.is_empty()).then_some(live)
-}
-
-/// The pause or freeze that holds a release at `now`, as the block the workload reports
-/// for the resources it would release (D21, reading 11).
-pub fn holding_block(
-    facts: &Facts,
-    policy: &EffectivePolicy,
-    resources: &[Resource],
-    now: DateTime<Utc>,
-) -> Option<Block> {
-    let names: Vec<&str> = resources.iter().map(|r| r.as_str()).collect();
-    let waits = format!("the release of {} waits", names.join(", "));
-    let mut block = if let Some(scope) = facts.hub.pause {
-        let mut b = blank(wk::REASON_PAUSED, Check::Pause);
-        b.message = format!(
-            "automation is paused for the {} in the hub: {waits}",
-            scope.as_str()
-        );
-        b.details
-            .insert(wk::DETAIL_PAUSE_SCOPE.to_owned(), scope.as_str().to_owned());
-        b
-    } else {
-        let chart = evaluate_windows(WindowKind::Freeze, &facts.cluster_freeze.windows, now);
-        let own = evaluate_windows(WindowKind::Freeze, &policy.freeze_windows.value, now);
-        let (what, until) = if facts.cluster_freeze.now {
-            ("the cluster-wide freeze (freeze.now) is on", None)
-        } else if chart.open {
-            ("a cluster-wide freeze window is open", chart.open_until)
-        } else if own.open {
-            ("a freeze window of the policy is open", own.open_until)
-        } else {
-            return None;
-        };
-        let mut b = blank(wk::REASON_FREEZE_WINDOW, Check::FreezeWindow);
-        b.message = format!("{what}: {waits}");
-        b.until = until;
-        b
-    };
-    block.resources = resource_list(PerResource {
-        cpu: resources.contains(&Resource::Cpu),
-        memory: resources.contains(&Resource::Memory),
-    });
-    Some(block)
-}
-
-fn blank(reason: &'static str, check: Check) -> Block {
-    Block {
-        reason,
-        check,
-        resources: &[],
-        message: String::new(),
-        details: Default::default(),
-        next_window: None,
-        until: None,
-    }
-}
-
-/// Reports `held` for the resources a waiting release would release (D21): their mode
-/// skips give way to it. A skip outcome becomes the block; a block with the same reason
-/// already covers the whole workload; behind another block it is reported per resource.
-pub fn report_hold(decision: &mut Decision, held: Block) {
-    decision
-        .reports
-        .retain(|r| !(r.kind == ReportKind::Skipped && held.resources.contains(&r.resource)));
-    match &decision.outcome {
-        Outcome::Block(b) if b.reason == held.reason => {}
-        Outcome::Skip(_) => {
-            decision.message = held.message.clone();
-            decision.outcome = Outcome::Block(held);
-        }
-        _ => {
-            for r in held.resources {
-                decision.reports.push(ResourceReport {
-                    kind: ReportKind::Blocked,
-                    reason: held.reason,
-                    resource: *r,
-                    container: None,
-                    message: held.message.clone(),
-                });
-            }
-        }
-    }
 }
 
 #[cfg(test)]

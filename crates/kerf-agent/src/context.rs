@@ -1,0 +1,41 @@
+//! What every component of the running agent shares: settings, client, caches, clock,
+//! leadership, metrics and shutdown. Below the runtime that builds it and the controllers
+//! that read it.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::cache::CacheSet;
+use crate::clock::SharedClock;
+use crate::lease::LeaderState;
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+
+/// What every component of the running agent shares.
+#[derive(Clone)]
+pub struct Context {
+    /// Validated settings.
+    pub settings: Arc<Settings>,
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Slim caches.
+    pub cache: CacheSet,
+    /// The clock; decision code gets `now` from it, never reads time itself.
+    pub clock: SharedClock,
+    /// Leadership; check `borrow().is_leader_at(clock.now())` before every actuating write.
+    pub leader: watch::Receiver<LeaderState>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Turns true when the agent shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    /// Whether the API server serves `pods/resize` (design D19), from discovery at start.
+    pub resize_subresource: bool,
+}
+
+impl Context {
+    /// Whether this replica may make an actuating write now (local check, design D25).
+    pub fn may_write(&self) -> bool {
+        self.leader.borrow().is_leader_at(self.clock.now())
+    }
+}

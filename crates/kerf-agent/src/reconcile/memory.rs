@@ -1,0 +1,156 @@
+//! What the reconciler keeps between passes, one ledger per purpose: when to look at a
+//! workload again ([`Schedule`]), which skips and blocks were sent and acknowledged
+//! ([`ReportLedger`]), which rsr versions its own writes replaced ([`WriteLedger`]), and
+//! how often an action failed ([`Attempts`]). Everything else is rebuilt from status
+//! after a restart.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::cache::WorkloadKey;
+use crate::outbox::DeliveryReport;
+
+/// Timers, requeues and per-workload backoff.
+#[derive(Debug, Default)]
+pub struct Schedule {
+    /// When a workload must be decided again.
+    pub timers: BTreeMap<DateTime<Utc>, BTreeSet<WorkloadKey>>,
+    /// Workloads whose pass acted: their next step follows at once.
+    pub requeued: BTreeSet<WorkloadKey>,
+    /// Failures in a row and when to try again.
+    pub backoff: HashMap<WorkloadKey, (u32, DateTime<Utc>)>,
+}
+
+impl Schedule {
+    /// Decides `key` again at `at`.
+    pub fn wake_at(&mut self, at: DateTime<Utc>, key: &WorkloadKey) {
+        self.timers.entry(at).or_default().insert(key.clone());
+    }
+
+    /// The workloads whose timer is due at `now`, removed from the timers.
+    pub fn take_due(&mut self, now: DateTime<Utc>) -> BTreeSet<WorkloadKey> {
+        let later = self
+            .timers
+            .split_off(&(now + chrono::Duration::milliseconds(1)));
+        let due = std::mem::replace(&mut self.timers, later);
+        due.into_values().flatten().collect()
+    }
+
+    /// The earliest timer.
+    pub fn next_timer(&self) -> Option<DateTime<Utc>> {
+        self.timers.keys().next().copied()
+    }
+}
+
+/// A skip or block sent and not yet acknowledged.
+#[derive(Clone, Debug)]
+pub struct InFlight {
+    /// The workload.
+    pub key: WorkloadKey,
+    /// The de-duplication key.
+    pub candidate: kerf_decide::dedup::Candidate,
+    /// The recommended values when sent.
+    pub values: kerf_decide::dedup::RecommendedValues,
+    /// The policy hash when sent.
+    pub policy_hash: String,
+}
+
+/// Skips and blocks sent, and acknowledgements not yet recorded in status.
+#[derive(Debug, Default)]
+pub struct ReportLedger {
+    /// Skips and blocks sent, by event id.
+    pub in_flight: HashMap<Uuid, InFlight>,
+    /// Skips and blocks acknowledged, waiting to be recorded in `status.reported`.
+    pub acked_reports: HashMap<WorkloadKey, Vec<InFlight>>,
+    /// Lifecycle event ids acknowledged, to drop from `pendingEvents`.
+    pub acked_ids: Vec<Uuid>,
+}
+
+impl ReportLedger {
+    /// Takes a delivery report in; returns the workloads whose status should record it.
+    pub fn handle(&mut self, report: DeliveryReport) -> BTreeSet<WorkloadKey> {
+        let mut keys = BTreeSet::new();
+        let ids = match report {
+            DeliveryReport::Acked(ids) => ids,
+            DeliveryReport::Rejected { id, .. } => vec![id],
+            DeliveryReport::Dropped(_) => return keys,
+        };
+        for id in ids {
+            match self.in_flight.remove(&id) {
+                Some(f) => {
+                    keys.insert(f.key.clone());
+                    self.acked_reports.entry(f.key.clone()).or_default().push(f);
+                }
+                None => self.acked_ids.push(id),
+            }
+        }
+        keys
+    }
+
+    /// Whether a report of `candidate` for `key` waits for its acknowledgement.
+    pub fn sent(&self, key: &WorkloadKey, candidate: &kerf_decide::dedup::Candidate) -> bool {
+        self.in_flight
+            .values()
+            .any(|f| &f.key == key && &f.candidate == candidate)
+    }
+}
+
+/// The reconciler's own rsr writes.
+#[derive(Debug, Default)]
+pub struct WriteLedger {
+    /// resourceVersions of rsrs this reconciler has written over: a cache entry still at
+    /// one of them is stale, and the watch brings the newer one.
+    pub superseded: HashMap<WorkloadKey, BTreeSet<String>>,
+    /// Last conversion error written for a malformed rsr.
+    pub invalid: HashMap<WorkloadKey, String>,
+}
+
+impl WriteLedger {
+    /// Whether the cache still shows a version of `key`'s rsr this reconciler replaced.
+    /// A newer one ends the wait.
+    pub fn stale(&mut self, key: &WorkloadKey, resource_version: &str) -> bool {
+        match self.superseded.get(key) {
+            Some(old) if old.contains(resource_version) => true,
+            Some(_) => {
+                self.superseded.remove(key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Records the versions a pass wrote over.
+    pub fn replaced(&mut self, key: &WorkloadKey, versions: Vec<String>) {
+        if !versions.is_empty() {
+            self.superseded
+                .entry(key.clone())
+                .or_default()
+                .extend(versions);
+        }
+    }
+}
+
+/// Failed attempts of actions.
+#[derive(Debug, Default)]
+pub struct Attempts {
+    /// Failed attempts of an action's API call, by change id (see
+    /// [`super::failure::record`]).
+    pub failures: HashMap<String, u32>,
+    /// OnDelete evictions refused and reported, by change id and pod.
+    pub refused_evictions: HashSet<(String, String)>,
+}
+
+/// The reconciler's ledgers.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// When to look again.
+    pub schedule: Schedule,
+    /// Skips and blocks sent and acknowledged.
+    pub reports: ReportLedger,
+    /// Its own rsr writes.
+    pub writes: WriteLedger,
+    /// Failed actions.
+    pub attempts: Attempts,
+}

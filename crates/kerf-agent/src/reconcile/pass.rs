@@ -1,0 +1,128 @@
+//! One pass over one workload, as gathered once from the caches: the workload, its pods
+//! and HPAs, the facts of a decision and the effective policy, at one `now`. Every step
+//! of the pass reads this and nothing else from the caches.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use kerf_api::rsr::{HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_decide::effective::EffectivePolicy;
+use kerf_decide::facts::Facts;
+use kerf_decide::pass::WorkloadState;
+
+use super::facts::{self, Sources};
+use super::step::template_covers;
+use crate::cache::cluster::HpaResourceMetric;
+use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
+use crate::context::Context;
+use crate::executor::metrics::ExecutorMetrics;
+use crate::hub::HubState;
+
+/// The facts of one pass.
+pub struct Pass<'a> {
+    /// The shared context (client, lease, metrics, settings).
+    pub ctx: &'a Context,
+    /// The workload's key.
+    pub key: &'a WorkloadKey,
+    /// The workload.
+    pub workload: Arc<WorkloadInfo>,
+    /// All its pods, terminating ones included.
+    pub all_pods: Vec<Arc<PodInfo>>,
+    /// Its pods that run: not terminating, not finished.
+    pub pods: Vec<Arc<PodInfo>>,
+    /// The HPAs scaling it.
+    pub hpas: Vec<Arc<HpaInfo>>,
+    /// The facts of a decision.
+    pub facts: Facts,
+    /// The effective policy.
+    pub policy: EffectivePolicy,
+    /// The time of the pass.
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> Pass<'a> {
+    /// Gathers the pass of `workload` and its rsr from the caches and the hub state.
+    pub fn gather(
+        ctx: &'a Context,
+        hub: &HubState,
+        key: &'a WorkloadKey,
+        workload: Arc<WorkloadInfo>,
+        spec: &RightsizingRecommendationSpec,
+        status: &RightsizingRecommendationStatus,
+    ) -> Pass<'a> {
+        let now = ctx.clock.now();
+        let policies = facts::policies(&ctx.cache);
+        let policy = facts::policy_for(&workload, &ctx.cache, &policies, hub, &ctx.settings);
+        let src = Sources {
+            cache: &ctx.cache,
+            hub,
+            settings: &ctx.settings,
+            resize_subresource: ctx.resize_subresource,
+        };
+        let all_pods = ctx.cache.pods_of(key);
+        Pass {
+            ctx,
+            key,
+            pods: facts::live_pods(&all_pods),
+            all_pods,
+            hpas: ctx.cache.hpas_for(key),
+            facts: facts::gather(src, &workload, spec, status, now),
+            policy,
+            workload,
+            now,
+        }
+    }
+
+    /// Whether this replica may make an actuating write now (design D25).
+    pub fn may_write(&self) -> bool {
+        self.ctx.may_write()
+    }
+
+    /// Counters of the actuating calls.
+    pub fn metrics(&self) -> &ExecutorMetrics {
+        &self.ctx.metrics.executor
+    }
+
+    /// The workload's controller status as the steps read it, for the change of `s`.
+    pub fn workload_state(&self, s: &RightsizingRecommendationStatus) -> WorkloadState {
+        let w = &self.workload;
+        WorkloadState {
+            kind: w.key.kind,
+            on_delete: is_on_delete(w),
+            generation: w.generation,
+            observed_generation: w.status.observed_generation,
+            replicas: w.replicas,
+            status_replicas: w.status.replicas,
+            updated_replicas: w.status.updated_replicas,
+            desired_number_scheduled: w.status.desired_number_scheduled,
+            updated_number_scheduled: w.status.updated_number_scheduled,
+            template_covers_change: s.change.as_ref().is_some_and(|c| template_covers(c, w)),
+            rollout_complete: crate::health::rollout_complete(w),
+            hpa_target: s
+                .change
+                .as_ref()
+                .and_then(|c| c.hpa.as_ref())
+                .and_then(|h| current_target(&self.hpas, h)),
+        }
+    }
+}
+
+/// Whether `w` is an OnDelete StatefulSet.
+pub fn is_on_delete(w: &WorkloadInfo) -> bool {
+    w.key.kind == kerf_api::WorkloadKind::StatefulSet
+        && w.strategy.type_.as_deref() == Some("OnDelete")
+}
+
+/// The utilization metric of `h`'s resource in the HPA `info`.
+pub fn hpa_metric<'a>(info: &'a HpaInfo, h: &HpaChange) -> Option<&'a HpaResourceMetric> {
+    info.resource_metrics
+        .iter()
+        .find(|m| m.resource == h.resource.as_str() && m.target_type == "Utilization")
+}
+
+/// The target utilization `h`'s HPA has now for its resource, if the HPA and the metric
+/// are there.
+fn current_target(hpas: &[Arc<HpaInfo>], h: &HpaChange) -> Option<i32> {
+    let info = hpas.iter().find(|i| i.name == h.name)?;
+    hpa_metric(info, h)?.average_utilization
+}
