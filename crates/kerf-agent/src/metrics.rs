@@ -15,6 +15,7 @@ use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -24,8 +25,46 @@ use crate::hub::HubMetrics;
 use crate::lease::LeaderMetrics;
 use crate::outbox::OutboxMetrics;
 
+pub mod applied;
+
 /// Prefix of every metric of the agent.
 pub const PREFIX: &str = "kerf_agent";
+
+/// The agent's version, as `kerf_agent_build_info{version}` reports it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Labels of the build information.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabel {
+    /// The agent's version (`0.1.0`).
+    pub version: String,
+}
+
+/// `kerf_agent_build_info{version}`: always 1, the version in its label.
+#[derive(Clone, Debug, Default)]
+pub struct BuildInfo {
+    /// The gauge family; one label set, set to 1 at registration.
+    pub info: Family<VersionLabel, Gauge>,
+}
+
+impl BuildInfo {
+    /// Registers `build_info` in `registry` (the agent's `kerf_agent` registry) with
+    /// `version`, set to 1.
+    pub fn register(registry: &mut Registry, version: &str) -> BuildInfo {
+        let m = BuildInfo::default();
+        m.info
+            .get_or_create(&VersionLabel {
+                version: version.to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the version of the agent in the label",
+            m.info.clone(),
+        );
+        m
+    }
+}
 
 /// Labels of an event or decision: its type and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +105,8 @@ pub struct WebhookMetrics {
 pub struct Metrics {
     /// The registry `/metrics` encodes.
     pub registry: Arc<Registry>,
+    /// Build information.
+    pub build: BuildInfo,
     /// Outbox (registered by the outbox itself, under `events_`).
     pub outbox: OutboxMetrics,
     /// Reconciler.
@@ -139,6 +180,7 @@ impl Metrics {
     /// the order `/metrics` lists them.
     pub fn new() -> Metrics {
         let mut root = Registry::with_prefix(PREFIX);
+        let build = BuildInfo::register(&mut root, VERSION);
         let outbox = OutboxMetrics::register(&mut root);
         let reconcile = ReconcileMetrics::register(&mut root);
         let executor = ExecutorMetrics::register(&mut root);
@@ -148,6 +190,7 @@ impl Metrics {
         let leader = LeaderMetrics::register(&mut root);
         Metrics {
             registry: Arc::new(root),
+            build,
             outbox,
             reconcile,
             executor,
@@ -322,6 +365,17 @@ mod tests {
         ] {
             assert!(seen.contains(name), "{name} missing:\n{text}");
         }
+    }
+
+    #[test]
+    fn build_info_reports_the_version_with_value_1() {
+        let text = Metrics::new().encode().unwrap();
+        let line = format!("kerf_agent_build_info{{version=\"{VERSION}\"}} 1\n");
+        assert!(text.contains(&line), "{line} missing from:\n{text}");
+        assert!(
+            text.contains("# TYPE kerf_agent_build_info gauge"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

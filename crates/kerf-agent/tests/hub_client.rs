@@ -275,3 +275,35 @@ async fn an_idle_poll_notifies_no_subscriber_and_a_change_or_regained_freshness_
     rig.client.fetch_recommendations().await.unwrap();
     assert!(rx.has_changed().unwrap(), "regained freshness is news");
 }
+
+/// `kerf_agent_hub_last_success_timestamp_seconds{endpoint}` in `text`, if present.
+fn last_success(text: &str, endpoint: &str) -> Option<f64> {
+    let prefix =
+        format!("kerf_agent_hub_last_success_timestamp_seconds{{endpoint=\"{endpoint}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_successful_fetch_sets_the_hub_last_success_timestamp_and_a_failure_keeps_it() {
+    let rig = rig("t", "t").await.unwrap();
+    assert_eq!(last_success(&metrics_text(&rig.registry), "config"), None);
+    rig.client.fetch_config().await.unwrap();
+    let first = t0().timestamp() as f64;
+    assert_eq!(
+        last_success(&metrics_text(&rig.registry), "config"),
+        Some(first)
+    );
+    rig.clock.advance(chrono::Duration::minutes(5));
+    rig.hub.set_down(true).await;
+    rig.client.fetch_config().await.unwrap_err();
+    let text = metrics_text(&rig.registry);
+    assert_eq!(last_success(&text, "config"), Some(first), "{text}");
+    rig.hub.set_down(false).await;
+    rig.client.fetch_config().await.unwrap();
+    assert_eq!(
+        last_success(&metrics_text(&rig.registry), "config"),
+        Some(first + 300.0)
+    );
+}

@@ -6,6 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::applied::AppliedRequestMetrics;
+
 /// Labels with one event type.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabel {
@@ -27,13 +29,19 @@ pub struct OutboxMetrics {
     pub dropped: Counter,
     /// `kerf_agent_events_rejected_total`: events the hub refused as invalid.
     pub rejected: Counter,
+    /// Requests before and after each applied change, per namespace (registered under
+    /// `applied_`): every `applied` event passes through the outbox once.
+    pub applied: AppliedRequestMetrics,
 }
 
 impl OutboxMetrics {
     /// Registers the metrics under `events_` in `registry` (the agent's `kerf_agent`
     /// registry).
     pub fn register(registry: &mut Registry) -> OutboxMetrics {
-        let m = OutboxMetrics::default();
+        let m = OutboxMetrics {
+            applied: AppliedRequestMetrics::register(registry),
+            ..OutboxMetrics::default()
+        };
         let r = registry.sub_registry_with_prefix("events");
         r.register(
             "sent",

@@ -180,6 +180,9 @@ impl Outbox {
             .len();
         let pushed = {
             let mut buffer = lock(&self.shared.buffer);
+            if !buffer.contains(&event.id) {
+                self.shared.metrics.applied.observe(&event);
+            }
             let pushed = buffer.push(event, size);
             self.shared.gauges(&buffer);
             pushed
