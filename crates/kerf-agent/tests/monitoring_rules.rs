@@ -430,3 +430,22 @@ fn monitoring_objects_are_off_by_default_and_render_when_enabled() -> Res<()> {
     assert_eq!(serde_json::from_str::<Json>(json)?, dashboard()?);
     Ok(())
 }
+
+#[test]
+fn an_unknown_monitoring_value_is_refused_by_the_schema() {
+    for (set, key) in [
+        (
+            "metrics.serviceMonitor.enabeld=true",
+            "'enabeld' not allowed",
+        ),
+        (
+            "metrics.prometheusRule.runbookURL=x",
+            "'runbookURL' not allowed",
+        ),
+        ("metrics.dashboard.label=x", "'label' not allowed"),
+    ] {
+        let err = render(&["--set", set]).err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(err.contains(key), "--set {set}: {err}");
+    }
+}

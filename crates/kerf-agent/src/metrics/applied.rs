@@ -192,6 +192,24 @@ mod tests {
     }
 
     #[test]
+    fn the_outbox_counts_an_applied_event_once_per_id() {
+        let mut registry = Registry::with_prefix("kerf_agent");
+        let metrics = crate::outbox::OutboxMetrics::register(&mut registry);
+        let outbox = crate::outbox::Outbox::new(Default::default(), metrics.clone(), None);
+        let c = container(requests(Some("1"), None), requests(Some("500m"), None));
+        let mut e = event(EventType::Applied, "shop", vec![c]);
+        e.id = uuid::Uuid::from_u128(7);
+        e.reason = kerf_api::wellknown::REASON_RECOMMENDATION_APPLIED.into();
+        e.resources = vec![Resource::Cpu];
+        e.strategy = Some("in-place".into());
+        assert!(outbox.enqueue(e.clone()).unwrap());
+        // A resumed action emits the same event again: it is not counted twice.
+        assert!(!outbox.enqueue(e).unwrap());
+        assert_eq!(total(&metrics.applied.cpu_cores, "shop", "before"), 1.0);
+        assert_eq!(total(&metrics.applied.cpu_cores, "shop", "after"), 0.5);
+    }
+
+    #[test]
     fn other_event_types_add_nothing() {
         let m = AppliedRequestMetrics::default();
         let c = container(requests(Some("1"), None), requests(Some("2"), None));
