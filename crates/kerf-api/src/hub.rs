@@ -1,4 +1,4 @@
-//! The hub wire types (design D28), described in `docs/contracts/hub-api.yaml`. The agent
+//! The hub wire types, described in `docs/contracts/hub-api.yaml`. The agent
 //! and the dev hub both use them.
 //!
 //! Every type ignores unknown fields on read, so an older agent keeps working against a
@@ -50,7 +50,7 @@ pub struct Recommendation {
     pub confidence: UnitDecimal,
     /// How much usage data the recommendation rests on.
     pub data_coverage: DataCoverage,
-    /// The complete recommender settings the hub used (design D6).
+    /// The complete recommender settings the hub used.
     pub settings: RecommendationSettings,
     /// Recommended values per container.
     pub containers: Vec<ContainerRecommendation>,
@@ -149,7 +149,7 @@ pub struct ConfigDefaults {
     pub cluster: PolicyDefaults,
 }
 
-/// An operator's one-time approval of a recommendation (design D27).
+/// An operator's one-time approval of a recommendation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {

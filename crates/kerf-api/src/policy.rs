@@ -1,7 +1,7 @@
 //! `RightsizingPolicy`: how the agent may change the workloads it selects.
 //!
 //! Every field except `selector` and `priority` is optional and carries no default in the
-//! schema (design D1): an absent field means "this layer does not set it". The built-in
+//! schema: an absent field means "this layer does not set it". The built-in
 //! defaults live in kerf-decide and each field's doc comment states its default.
 
 use std::collections::BTreeMap;
@@ -235,7 +235,7 @@ pub enum LimitsHandling {
     Remove,
 }
 
-/// Settings of the hub's recommender (design D6). Each recommendation echoes the settings
+/// Settings of the hub's recommender. Each recommendation echoes the settings
 /// it used; where a layer of the effective policy sets a field and the echo differs, the
 /// recommendation is stale.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -3,7 +3,7 @@
 //! The API server accepts quantities as JSON strings (`"250m"`, `"1Gi"`) or plain
 //! numbers (`1`, `0.5`). [`Quantity`] keeps the text exactly as written so that a
 //! malformed value survives deserialisation and can be named in a message; parsing
-//! into millicores and bytes lives in `kerf-decide` (design D14).
+//! into millicores and bytes lives in `kerf-decide`.
 
 use std::borrow::Cow;
 use std::fmt;

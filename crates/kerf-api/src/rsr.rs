@@ -90,7 +90,7 @@ pub struct DataCoverage {
     pub window: GoDuration,
 }
 
-/// Flags the hub sets on a container (design D7).
+/// Flags the hub sets on a container.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -134,7 +134,7 @@ pub struct ContainerRecommendation {
     pub flags: Vec<ContainerFlag>,
 }
 
-/// A hub approval of one recommendation (design D27).
+/// A hub approval of one recommendation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRef {
@@ -190,7 +190,7 @@ pub struct StrategyStatus {
     pub fallback_reason: Option<String>,
 }
 
-/// Short strings for `kubectl get rsr` and `kubectl get rsr -o wide` (design D5).
+/// Short strings for `kubectl get rsr` and `kubectl get rsr -o wide`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
@@ -353,7 +353,7 @@ pub struct ChangeRecord {
     /// Ids of the change's lifecycle events.
     #[serde(default)]
     pub event_ids: EventIds,
-    /// Lifecycle events not yet acknowledged by the hub (design D25).
+    /// Lifecycle events not yet acknowledged by the hub; each is recorded here before it is sent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub pending_events: Vec<Event>,
@@ -362,7 +362,7 @@ pub struct ChangeRecord {
     pub progress: Option<ChangeProgress>,
 }
 
-/// Live values of one container (in-place only, design D20).
+/// Live values of one container (in-place changes only).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LiveContainer {
     /// Container name.

@@ -1,4 +1,4 @@
-//! Checks of Kerf's resources outside the API server (design D3).
+//! Checks of Kerf's resources outside the API server.
 //!
 //! The API server checks a policy against the CRD schema, but a policy can reach the agent
 //! without that check (an older CRD, a copy read from a file). [`validate_policy`] checks
@@ -8,7 +8,7 @@
 //! names the field that failed. A window's cron `schedule` and `timeZone` are read with
 //! [`parse_schedule`] and [`parse_time_zone`], the same functions kerf-decide evaluates
 //! windows with, so the policy's `Valid` condition names exactly the windows that
-//! evaluation treats as invalid (design D2).
+//! evaluation treats as invalid.
 
 use std::fmt;
 use std::str::FromStr;

@@ -38,17 +38,17 @@ pub const ANNOTATIONS: &[&str] = &[
     ANNOTATION_POLICY,
 ];
 
-/// rsr label: the workload's kind (design D4).
+/// rsr label: the workload's kind.
 pub const LABEL_WORKLOAD_KIND: &str = "kerf.getkerf.dev/workload-kind";
-/// rsr label: the workload's name (design D4).
+/// rsr label: the workload's name.
 pub const LABEL_WORKLOAD_NAME: &str = "kerf.getkerf.dev/workload-name";
 
 /// Field manager of every server-side apply and resize the agent makes.
 pub const FIELD_MANAGER: &str = "kerf";
 /// Field manager of the hand-over apply that releases field ownership without deleting the
-/// values (design section 13). Argo CD's `managedFieldsManagers` must not name it.
+/// values (see `docs/lifecycle.md`, release). Argo CD's `managedFieldsManagers` must not name it.
 pub const FIELD_MANAGER_RELEASED: &str = "kerf-released";
-/// Field manager of HPA target patches (design D22).
+/// Field manager of HPA target patches.
 pub const FIELD_MANAGER_HPA: &str = "kerf-hpa";
 
 // ---------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ pub const POD_RESIZE_REASON_INFEASIBLE: &str = "Infeasible";
 pub const POD_RESIZE_REASON_DEFERRED: &str = "Deferred";
 /// `PodResizeInProgress` reason: the kubelet failed to carry out the resize.
 pub const POD_RESIZE_REASON_ERROR: &str = "Error";
-/// The part of a 403 answer to a resize that counts as `Infeasible` (design D17).
+/// The part of a 403 answer to a resize that counts as `Infeasible`.
 pub const RESIZE_INFEASIBLE_ADMISSION_MESSAGE: &str = "node didn't have enough allocatable";
 
 // ---------------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ pub fn is_camel_case(s: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// rsr conditions (design section 3, D5)
+// rsr conditions
 // ---------------------------------------------------------------------------------------
 
 /// Condition type: the object is valid; False names every invalid field or annotation.
@@ -291,7 +291,7 @@ pub const CONDITION_REASON_INVALID_ANNOTATION: &str = "InvalidAnnotation";
 /// Valid=False: a field of the workload's RightsizingPolicy is invalid (the message names
 /// it); the rest of the policy still applies.
 pub const CONDITION_REASON_INVALID_POLICY: &str = "InvalidPolicy";
-/// Valid=False: a recommended container is missing from the template (design D8).
+/// Valid=False: a recommended container is missing from the template.
 pub const CONDITION_REASON_CONTAINER_NOT_FOUND: &str = "ContainerNotFound";
 /// Blocked=False: nothing blocks the workload.
 pub const CONDITION_REASON_NOT_BLOCKED: &str = "NotBlocked";
@@ -302,18 +302,18 @@ pub const CONDITION_REASON_APPLIED: &str = "Applied";
 pub const CONDITION_REASON_APPLYING: &str = "Applying";
 /// Applied=False: no change of the workload is live.
 pub const CONDITION_REASON_NOT_APPLIED: &str = "NotApplied";
-/// Applied=False: the rollout stopped at `ProgressDeadlineExceeded` (design D23).
+/// Applied=False: the rollout stopped at `ProgressDeadlineExceeded`.
 pub const CONDITION_REASON_PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 /// HealthWatch=Unknown: the watch is running.
 pub const CONDITION_REASON_WATCHING: &str = "Watching";
 /// HealthWatch=True: the watch ended without a breach.
 pub const CONDITION_REASON_HEALTHY: &str = "Healthy";
-/// Progressing=True: a rollout of the workload is in progress; in-place waits (design D16).
+/// Progressing=True: a rollout of the workload is in progress; in-place waits.
 pub const CONDITION_REASON_ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
 /// Progressing=False: no rollout is in progress.
 pub const CONDITION_REASON_ROLLOUT_COMPLETE: &str = "RolloutComplete";
 
-/// Every condition-only reason. Kept out of [`REASONS`] and the contract test (design D5);
+/// Every condition-only reason. Kept out of [`REASONS`] and the event contract test;
 /// a condition that reports an event's cause uses the event reason instead.
 pub const CONDITION_REASONS: &[&str] = &[
     CONDITION_REASON_VALID,
