@@ -50,8 +50,8 @@ const UNREACHED: [(&str, &str, &str); 2] = [
     // An rsr whose spec does not convert: its spec is read to write Valid=False.
     (
         "kerf.getkerf.dev rightsizingrecommendations get",
-        "src/reconcile/key.rs",
-        "writer.api.get_opt(&entry.name)",
+        "src/reconcile/writer.rs",
+        "self.api.get_opt(&self.name)",
     ),
 ];
 
