@@ -36,7 +36,8 @@ fn container_values(c: &ContainerChange, resources: &[Resource]) -> String {
         if let Some(t) = arrow(&c.from.requests, &c.to.requests, r) {
             parts.push(format!("{r} {t}"));
         }
-        if let Some(t) = arrow(&c.from.limits, &c.to.limits, r) {
+        let limit_moves = c.from.limits.get(r) != c.to.limits.get(r);
+        if let Some(t) = arrow(&c.from.limits, &c.to.limits, r).filter(|_| limit_moves) {
             parts.push(format!("{r} limit {t}"));
         }
     }
@@ -126,4 +127,32 @@ pub fn with_requests(message: &str, summary: &Summary) -> String {
     };
     let text = format!("{message} (cpu {cpu}, memory {memory})");
     kerf_api::event::cut_message(&text).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(limit_from: &str, limit_to: &str) -> ContainerChange {
+        serde_json::from_value(serde_json::json!({
+            "name": "app",
+            "from": {"requests": {"cpu": "500m", "memory": "512Mi"},
+                     "limits": {"memory": limit_from}},
+            "to": {"requests": {"cpu": "300m", "memory": "384Mi"},
+                   "limits": {"memory": limit_to}},
+        }))
+        .unwrap_or_else(|e| panic!("change: {e}"))
+    }
+
+    #[test]
+    fn a_limit_shows_only_where_it_moves() {
+        assert_eq!(
+            container_values(&change("1Gi", "1Gi"), &[]),
+            "cpu 500m\u{2192}300m, memory 512Mi\u{2192}384Mi"
+        );
+        assert_eq!(
+            container_values(&change("1Gi", "768Mi"), &[]),
+            "cpu 500m\u{2192}300m, memory 512Mi\u{2192}384Mi, memory limit 1Gi\u{2192}768Mi"
+        );
+    }
 }
