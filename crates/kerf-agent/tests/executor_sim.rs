@@ -134,9 +134,14 @@ mod executor_sim {
         let client = sim.client();
         let web = client_side_applied(&client, "rel").await?;
         apply_template(client.clone(), &web, &change("200m"), &[Resource::Cpu]).await?;
+        let before = get_json(&client, "rel").await?;
         let out = release(client.clone(), &web, &[Resource::Cpu]).await?;
         assert_eq!(out.released, ["app/requests.cpu"]);
         let obj = get_json(&client, "rel").await?;
+        assert_eq!(
+            obj["metadata"]["generation"],
+            before["metadata"]["generation"]
+        );
         assert_eq!(
             app_resources(&obj)["requests"],
             json!({"cpu": "200m", "memory": "64Mi"})
@@ -146,10 +151,12 @@ mod executor_sim {
             "kerf still listed: {}",
             obj["metadata"]["managedFields"]
         );
-        let handed = manager(&obj, "kerf-released")
-            .map(|m| m["fieldsV1"].to_string())
-            .unwrap_or_default();
-        assert!(handed.contains("f:cpu"), "{handed}");
+        // The hand-over's entry is removed too: no `kerf*` manager is left.
+        assert!(
+            manager(&obj, "kerf-released").is_none(),
+            "kerf-released still listed: {}",
+            obj["metadata"]["managedFields"]
+        );
         // Nothing left to release: no call changes anything.
         assert!(
             release(client.clone(), &web, &[Resource::Cpu])

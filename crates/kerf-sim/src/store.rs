@@ -280,7 +280,8 @@ impl Store {
         let given_fields = obj.pointer("/metadata/managedFields").cloned();
         merge_for_write(gvr, &old, &mut obj, subresource);
         if !manager.is_empty() {
-            fields::record_update(Some(&old), &mut obj, manager, subresource, &now);
+            let base = fields::rewritten_base(&old, given_fields.as_ref(), subresource);
+            fields::record_update(Some(&base), &mut obj, manager, subresource, &now);
         } else if let Some(mf) = given_fields {
             obj["metadata"]["managedFields"] = mf;
         }

@@ -295,3 +295,96 @@ async fn concurrent_patches_without_a_resource_version_all_go_in() -> anyhow::Re
     assert_eq!(e.code, 409);
     Ok(())
 }
+
+/// The managers of the object's managedFields, in order.
+fn managers_of(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn json_patch_rewrites_managed_fields_and_keeps_values_and_generation() -> anyhow::Result<()>
+{
+    use k8s_openapi::api::apps::v1::Deployment;
+    let sim = api_sim().await?;
+    let api: Api<Deployment> = Api::namespaced(sim.client(), "default");
+    let body = |cpu: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "app", "image": "pause",
+                "resources": {"requests": {"cpu": cpu}}}]}}}})
+    };
+    api.patch(
+        "d",
+        &PatchParams::apply("ghost"),
+        &Patch::Apply(&body("200m")),
+    )
+    .await?;
+    let live = api.get("d").await?;
+    assert_eq!(managers_of(&live.metadata), ["ghost"]);
+    let rv = live.metadata.resource_version.clone().unwrap_or_default();
+    let ops = |rv: &str, value: serde_json::Value| -> anyhow::Result<json_patch::Patch> {
+        Ok(serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "replace", "path": "/metadata/managedFields", "value": value}
+        ]))?)
+    };
+    // A stale resourceVersion fails the test op: nothing changes.
+    let stale = api
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Json::<()>(ops("stale", json!([{}]))?),
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(kube::Error::Api(ref e)) if e.code == 422),
+        "{stale:?}"
+    );
+    // An empty list keeps the entries, as for a client that does not know the field.
+    let kept = api
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Json::<()>(ops(&rv, json!([]))?),
+        )
+        .await?;
+    assert_eq!(managers_of(&kept.metadata), ["ghost"]);
+    // One empty entry resets them; values and generation stay.
+    let rv = kept.metadata.resource_version.clone().unwrap_or_default();
+    let reset = api
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Json::<()>(ops(&rv, json!([{}]))?),
+        )
+        .await?;
+    assert!(
+        managers_of(&reset.metadata).is_empty(),
+        "{:?}",
+        reset.metadata
+    );
+    assert_eq!(reset.metadata.generation, live.metadata.generation);
+    assert_eq!(reset.spec, live.spec);
+    // Nobody owns the fields now: a non-forced apply of another value by another manager wins.
+    let taken = api
+        .patch(
+            "d",
+            &PatchParams::apply("gitops"),
+            &Patch::Apply(&body("300m")),
+        )
+        .await?;
+    let cpu = taken.spec.and_then(|s| s.template.spec).and_then(|s| {
+        s.containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu").cloned())
+    });
+    assert_eq!(cpu.map(|q| q.0), Some("300m".to_string()));
+    Ok(())
+}

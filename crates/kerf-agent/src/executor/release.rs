@@ -177,3 +177,104 @@ fn values_of(live: &DynamicObject, fields: &[OwnedField]) -> Vec<(String, Resour
     }
     by_container.into_iter().collect()
 }
+
+/// Step 3: the JSON patch that removes the `managedFields` entries of `kerf-released`, and
+/// those of `kerf` once it owns no CPU or memory field, from the object as read; `None` when
+/// there is none. Its first op tests `metadata.resourceVersion`, so a write in between
+/// fails the patch (409 or 422) instead of removing the wrong entry. The values stay, owned
+/// by nobody, and the next apply from Git takes them without a conflict.
+pub fn ghost_removal(live: &DynamicObject) -> Option<Value> {
+    let kerf_done = fields_of(live, FIELD_MANAGER).is_empty();
+    let entries: Vec<_> = live.metadata.managed_fields.iter().flatten().collect();
+    let ghosts: Vec<usize> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| match e.manager.as_deref() {
+            Some(FIELD_MANAGER_RELEASED) => true,
+            Some(FIELD_MANAGER) => kerf_done,
+            _ => false,
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if ghosts.is_empty() {
+        return None;
+    }
+    let rv = live.metadata.resource_version.clone().unwrap_or_default();
+    let mut ops = vec![serde_json::json!(
+        {"op": "test", "path": "/metadata/resourceVersion", "value": rv}
+    )];
+    if ghosts.len() == entries.len() {
+        // An empty list would keep the entries (a client that does not know managedFields
+        // sends none); one empty entry resets them, as the API server documents.
+        ops.push(serde_json::json!(
+            {"op": "replace", "path": "/metadata/managedFields", "value": [{}]}
+        ));
+        return Some(Value::Array(ops));
+    }
+    // Highest index first, so each removal leaves the lower indices in place.
+    ops.extend(ghosts.iter().rev().map(
+        |i| serde_json::json!({"op": "remove", "path": format!("/metadata/managedFields/{i}")}),
+    ));
+    Some(Value::Array(ops))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn live(managers: &[(&str, Value)]) -> DynamicObject {
+        let mf: Vec<Value> = managers
+            .iter()
+            .map(|(m, f)| json!({"manager": m, "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": f}))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "resourceVersion": "7", "managedFields": mf},
+        }))
+        .unwrap()
+    }
+
+    fn cpu_owned() -> Value {
+        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}":
+            {"f:resources": {"f:requests": {"f:cpu": {}}}}}}}}})
+    }
+
+    #[test]
+    fn ghost_removal_tests_the_version_and_removes_released_entries_from_the_end() {
+        let l = live(&[
+            ("kerf-released", json!({})),
+            ("kubectl", json!({})),
+            ("kerf", json!({})),
+        ]);
+        let ops = ghost_removal(&l).unwrap();
+        assert_eq!(
+            ops,
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "remove", "path": "/metadata/managedFields/2"},
+                {"op": "remove", "path": "/metadata/managedFields/0"},
+            ])
+        );
+    }
+
+    #[test]
+    fn ghost_removal_leaves_kerf_while_it_owns_a_resource_field() {
+        let l = live(&[("kerf", cpu_owned()), ("kubectl", json!({}))]);
+        assert!(ghost_removal(&l).is_none());
+        let l = live(&[("kerf", cpu_owned()), ("kerf-released", json!({}))]);
+        assert_eq!(
+            ghost_removal(&l).unwrap()[1],
+            json!({"op": "remove", "path": "/metadata/managedFields/1"})
+        );
+    }
+
+    #[test]
+    fn ghost_removal_of_every_entry_resets_them() {
+        let l = live(&[("kerf-released", json!({}))]);
+        assert_eq!(
+            ghost_removal(&l).unwrap()[1],
+            json!({"op": "replace", "path": "/metadata/managedFields", "value": [{}]})
+        );
+    }
+}

@@ -262,14 +262,14 @@ pub async fn release(
 ) -> Result<Released, ApplyError> {
     let api = workload_api(client, workload);
     let mut attempt = 0;
-    loop {
+    let out = loop {
         let live = get_live(&api, workload).await?;
         let plan = super::release::plan_release(workload, &live, resources);
         if plan.released.is_empty() {
-            return Ok(Released {
+            break Released {
                 released: Vec::new(),
                 kept: plan.kept,
-            });
+            };
         }
         match send(
             &api,
@@ -288,9 +288,49 @@ pub async fn release(
             Err(e) => return Err(e),
         }
         send(&api, &workload.name, FIELD_MANAGER, true, &plan.keep).await?;
-        return Ok(Released {
+        break Released {
             released: plan.released,
             kept: plan.kept,
-        });
+        };
+    };
+    drop_ghosts(&api, workload).await?;
+    Ok(out)
+}
+
+/// Step 3 of the release: removes the `managedFields` entries of `kerf-released` (and of
+/// `kerf` once it owns no CPU or memory field) with a JSON patch that tests the
+/// resourceVersion read first. A 409 or 422 (the object moved) is re-read and retried; when
+/// the retries run out the error goes back to the caller and the next pass tries again
+/// (a release with nothing left to hand over still runs this step).
+async fn drop_ghosts(api: &Api<DynamicObject>, workload: &WorkloadId) -> Result<(), ApplyError> {
+    let mut attempt = 0;
+    loop {
+        let live = get_live(api, workload).await?;
+        let Some(ops) = super::release::ghost_removal(&live) else {
+            return Ok(());
+        };
+        let ops: json_patch::Patch =
+            serde_json::from_value(ops).map_err(|e| ApplyError::Invalid {
+                message: format!("managedFields patch: {e}"),
+            })?;
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let res = api
+            .patch(&workload.name, &params, &Patch::Json::<()>(ops))
+            .await
+            .map_err(ApplyError::from_kube);
+        match res {
+            Ok(_) => return Ok(()),
+            Err(ApplyError::Conflict { .. } | ApplyError::Invalid { .. })
+                if attempt < CONFLICT_RETRIES =>
+            {
+                attempt += 1;
+            }
+            // The test op failed each time: the object keeps moving; the next pass retries.
+            Err(ApplyError::Invalid { message }) => return Err(ApplyError::Conflict { message }),
+            Err(e) => return Err(e),
+        }
     }
 }

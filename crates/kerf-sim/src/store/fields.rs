@@ -367,6 +367,27 @@ pub fn record_update(
     set_managed(new, keep);
 }
 
+/// The object whose managedFields an Update-operation write starts from, as the API server
+/// decides it: on the main resource, managedFields the request sets replace the stored ones
+/// (one empty entry `[{}]` resets them to none); an absent or empty list keeps the stored
+/// ones (a client that does not know the field must not wipe it); on a subresource the
+/// stored ones are always kept.
+pub fn rewritten_base(old: &Value, given: Option<&Value>, subresource: Option<&str>) -> Value {
+    let mut base = old.clone();
+    let Some(Value::Array(given)) = given else {
+        return base;
+    };
+    if subresource.is_some() || given.is_empty() {
+        return base;
+    }
+    let reset = given.len() == 1 && given[0].as_object().is_some_and(Map::is_empty);
+    let entries = if reset { Vec::new() } else { given.clone() };
+    if let Some(meta) = base.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(entries));
+    }
+    base
+}
+
 /// True when the path (or a node below it) still exists in the object.
 pub fn still_present(p: &FieldPath, present: &FieldSet) -> bool {
     present
