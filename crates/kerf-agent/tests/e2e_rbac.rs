@@ -361,16 +361,8 @@ async fn set_up(env: &mut Env) -> anyhow::Result<()> {
             continue;
         }
         let body = json!({"metadata": {"name": ns}});
-        // The harness makes the agent's namespace (`kerf-system`) when it is missing.
-        match nss
-            .create(&PostParams::default(), &serde_json::from_value(body)?)
-            .await
-        {
-            Err(kube::Error::Api(e)) if e.code == 409 && ns == RELEASE_NS => {}
-            other => {
-                other?;
-            }
-        }
+        nss.create(&PostParams::default(), &serde_json::from_value(body)?)
+            .await?;
     }
     env.deployment("web", 2, "200m", "256Mi").await?;
     workloads(&env.client).await?;
