@@ -30,14 +30,7 @@ use kerf_decide::{Decision, Outcome};
 use crate::event_text;
 use crate::summary::{self, SummaryInput};
 
-/// An invalid input the Valid condition names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Invalid {
-    /// InvalidSpec, InvalidAnnotation, InvalidPolicy or ContainerNotFound.
-    pub reason: &'static str,
-    /// The field or annotation and what is wrong.
-    pub message: String,
-}
+pub use crate::summary::Invalid;
 
 /// The invalid inputs of an effective policy and a decision: bad annotations, bad policy
 /// fields and recommended containers the template lacks (design D8).

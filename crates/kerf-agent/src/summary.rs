@@ -25,7 +25,14 @@ use kerf_decide::facts::{ContainerFacts, Facts};
 use kerf_decide::quantity;
 use kerf_decide::{Decision, Outcome};
 
-use crate::status::Invalid;
+/// An invalid input the Valid condition names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// InvalidSpec, InvalidAnnotation, InvalidPolicy or ContainerNotFound.
+    pub reason: &'static str,
+    /// The field or annotation and what is wrong.
+    pub message: String,
+}
 
 /// What the summary is built from besides the status.
 #[derive(Clone, Copy, Debug)]

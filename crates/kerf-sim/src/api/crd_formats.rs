@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::validation::Cause;
+use crate::store::Cause;
 
 /// The cause for `v` at `path` when the schema is an integer with a format it does not fit.
 pub fn integer_format_cause(schema: &Value, v: &Value, path: &str) -> Option<Cause> {

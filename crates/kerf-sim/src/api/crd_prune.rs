@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::warnings::{self, FieldValidation};
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::{ApiError, Gvr};
 
 /// Drops the fields of custom resource `obj` its CRD's schema does not declare (a

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::sim::SimContext;
+use crate::context::SimContext;
 use crate::store::Gvr;
 
 const API_VERSION_DESCRIPTION: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
