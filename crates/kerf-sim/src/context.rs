@@ -41,6 +41,9 @@ pub struct SimConfig {
     /// order (see [`crate::api::watch_delay`]). `d..d` is a fixed delay; the default, zero,
     /// delivers at once.
     pub watch_delay: std::ops::Range<Duration>,
+    /// How long the kubelet defers each resize it could actuate (`PodResizePending` with
+    /// reason `Deferred`, as on a node without room) before it actuates it. Zero: at once.
+    pub resize_defer: Duration,
 }
 
 impl Default for SimConfig {
@@ -58,6 +61,7 @@ impl Default for SimConfig {
             clock: Clock::default(),
             run_controllers: true,
             watch_delay: crate::api::watch_delay::NONE,
+            resize_defer: Duration::ZERO,
         }
     }
 }

@@ -234,9 +234,13 @@ fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateT
     node.used = node.used.minus(pod_allocated(pod));
     let generation = int_at(pod, "/metadata/generation", 1);
     let pod_uid = uid(pod).to_string();
-    match actuation::resize_decision(pod, &node, swap) {
+    let decision = actuation::resize_decision(pod, &node, swap);
+    match deferred(ctx, pod, decision, &node, now) {
         ResizeDecision::InSync => {
-            ctx.state.kubelet.with(|s| s.resizing.remove(&pod_uid));
+            ctx.state.kubelet.with(|s| {
+                s.resizing.remove(&pod_uid);
+                s.deferred.remove(&pod_uid);
+            });
             let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
             status["observedGeneration"] = json!(generation);
             actuation::remove_pod_condition(&mut status, "PodResizePending");
@@ -275,5 +279,41 @@ fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateT
                 }
             }
         }
+    }
+}
+
+/// A resize the kubelet could actuate, deferred for `SimConfig::resize_defer` from when it
+/// first saw it (a resize already actuating is not deferred again).
+fn deferred(
+    ctx: &SimContext,
+    pod: &Value,
+    decision: ResizeDecision,
+    node: &NodeView,
+    now: DateTime<Utc>,
+) -> ResizeDecision {
+    let defer = ctx.config.resize_defer;
+    if decision != ResizeDecision::Actuate || defer.is_zero() {
+        return decision;
+    }
+    let generation = int_at(pod, "/metadata/generation", 1);
+    let pod_uid = uid(pod).to_string();
+    let since = ctx.state.kubelet.with(|s| {
+        if s.resizing
+            .get(&pod_uid)
+            .is_some_and(|(g, _)| *g == generation)
+        {
+            return None;
+        }
+        let entry = s.deferred.entry(pod_uid).or_insert((generation, now));
+        if entry.0 != generation {
+            *entry = (generation, now);
+        }
+        Some(entry.1)
+    });
+    match since {
+        Some(since) if actuation::still_deferred(since, defer, now) => {
+            ResizeDecision::Deferred(actuation::deferred_message(pod, node))
+        }
+        _ => decision,
     }
 }

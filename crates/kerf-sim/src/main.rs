@@ -67,6 +67,10 @@ struct ServeArgs {
     /// per change and watch, order kept) or a fixed `200ms`. Default: at once.
     #[arg(long, value_parser = kerf_sim::api::watch_delay::parse_range)]
     watch_delay: Option<std::ops::Range<std::time::Duration>>,
+    /// How long the kubelet defers each resize (`PodResizePending` reason `Deferred`)
+    /// before it actuates it, such as `5s`. Default: at once.
+    #[arg(long, value_parser = parse_fixed_duration)]
+    resize_defer: Option<std::time::Duration>,
 }
 
 #[derive(Args)]
@@ -101,6 +105,14 @@ enum FaultKind {
     Throttle,
 }
 
+fn parse_fixed_duration(v: &str) -> Result<std::time::Duration, String> {
+    let range = kerf_sim::api::watch_delay::parse_range(v)?;
+    if range.start != range.end {
+        return Err(format!("{v}: one duration, such as 5s"));
+    }
+    Ok(range.start)
+}
+
 fn parse_minor(v: &str) -> anyhow::Result<u32> {
     let v = v.trim_start_matches('v');
     let minor: u32 = v
@@ -124,6 +136,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         kubeconfig_path: Some(args.kubeconfig),
         port: args.port,
         watch_delay: args.watch_delay.unwrap_or(kerf_sim::api::watch_delay::NONE),
+        resize_defer: args.resize_defer.unwrap_or_default(),
         ..SimConfig::default()
     };
     let sim = Sim::start(config).await?;

@@ -119,6 +119,8 @@ pub struct HpaWritten {
     pub from: i32,
     /// The target now.
     pub to: i32,
+    /// The HPA's resourceVersion in the answer: a pass waits until its cache shows it.
+    pub resource_version: Option<String>,
 }
 
 /// Why a target write failed.
@@ -188,10 +190,11 @@ pub async fn write_hpa_target(
         ..PatchParams::default()
     };
     match api.patch(name, &params, &Patch::Json::<()>(patch)).await {
-        Ok(_) => Ok(HpaWritten {
+        Ok(h) => Ok(HpaWritten {
             name: name.to_owned(),
             from: old,
             to: new,
+            resource_version: h.metadata.resource_version,
         }),
         Err(err) => {
             let message = message_of(&err);

@@ -25,6 +25,8 @@ pub struct ResizeSent {
     /// The pod's `metadata.generation` after the resize, which the kubelet reports back
     /// as `status.observedGeneration` once it has seen it.
     pub generation: Option<i64>,
+    /// The pod's resourceVersion in the answer: a pass waits until its cache shows it.
+    pub resource_version: Option<String>,
 }
 
 /// A value of the change that a resize does not send, and why.
@@ -251,6 +253,7 @@ pub async fn resize_pod(
                 return Ok(ResizeSent {
                     pod: pod.to_owned(),
                     generation: p.metadata.generation,
+                    resource_version: p.metadata.resource_version,
                 });
             }
             Err(err) => {

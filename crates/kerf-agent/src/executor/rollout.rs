@@ -35,6 +35,8 @@ pub struct Applied {
     pub containers: Vec<String>,
     /// Containers of the change that the template lacks (dropped, design D8, D21).
     pub dropped: Vec<String>,
+    /// The workload's resourceVersion in the answer: a pass waits until its cache shows it.
+    pub resource_version: Option<String>,
 }
 
 /// A release the API server accepted.
@@ -44,6 +46,8 @@ pub struct Released {
     pub released: Vec<String>,
     /// The fields `kerf` still owns.
     pub kept: Vec<String>,
+    /// The workload's resourceVersion in the answer of the last write, if one was made.
+    pub resource_version: Option<String>,
 }
 
 /// Why a template apply or a release failed.
@@ -211,6 +215,7 @@ pub async fn apply_template(
         generation: out.metadata.generation,
         containers: plan.containers,
         dropped: plan.dropped,
+        resource_version: out.metadata.resource_version,
     })
 }
 
@@ -262,13 +267,13 @@ pub async fn release(
 ) -> Result<Released, ApplyError> {
     let api = workload_api(client, workload);
     let mut attempt = 0;
-    let out = loop {
+    let mut out = loop {
         let live = get_live(&api, workload).await?;
         let plan = super::release::plan_release(workload, &live, resources);
         if plan.released.is_empty() {
             break Released {
-                released: Vec::new(),
                 kept: plan.kept,
+                ..Released::default()
             };
         }
         match send(
@@ -287,13 +292,16 @@ pub async fn release(
             }
             Err(e) => return Err(e),
         }
-        send(&api, &workload.name, FIELD_MANAGER, true, &plan.keep).await?;
+        let kept = send(&api, &workload.name, FIELD_MANAGER, true, &plan.keep).await?;
         break Released {
             released: plan.released,
             kept: plan.kept,
+            resource_version: kept.metadata.resource_version,
         };
     };
-    drop_ghosts(&api, workload).await?;
+    if let Some(rv) = drop_ghosts(&api, workload).await? {
+        out.resource_version = Some(rv);
+    }
     Ok(out)
 }
 
@@ -301,13 +309,17 @@ pub async fn release(
 /// `kerf` once it owns no CPU or memory field) with a JSON patch that tests the
 /// resourceVersion read first. A 409 or 422 (the object moved) is re-read and retried; when
 /// the retries run out the error goes back to the caller and the next pass tries again
-/// (a release with nothing left to hand over still runs this step).
-async fn drop_ghosts(api: &Api<DynamicObject>, workload: &WorkloadId) -> Result<(), ApplyError> {
+/// (a release with nothing left to hand over still runs this step). Returns the
+/// resourceVersion of the patch's answer, if it patched.
+async fn drop_ghosts(
+    api: &Api<DynamicObject>,
+    workload: &WorkloadId,
+) -> Result<Option<String>, ApplyError> {
     let mut attempt = 0;
     loop {
         let live = get_live(api, workload).await?;
         let Some(ops) = super::release::ghost_removal(&live) else {
-            return Ok(());
+            return Ok(None);
         };
         let ops: json_patch::Patch =
             serde_json::from_value(ops).map_err(|e| ApplyError::Invalid {
@@ -322,7 +334,7 @@ async fn drop_ghosts(api: &Api<DynamicObject>, workload: &WorkloadId) -> Result<
             .await
             .map_err(ApplyError::from_kube);
         match res {
-            Ok(_) => return Ok(()),
+            Ok(patched) => return Ok(patched.metadata.resource_version),
             Err(ApplyError::Conflict { .. } | ApplyError::Invalid { .. })
                 if attempt < CONFLICT_RETRIES =>
             {

@@ -266,7 +266,7 @@ async fn resize_planned(
         let res = resize_pod(c.ctx.client.clone(), ns, pod, input.target, &sidecars).await;
         c.metrics().observe("resize", &res);
         match res {
-            Ok(_) => {}
+            Ok(sent) => c.wrote_pod(pod, sent.resource_version),
             Err(ResizeError::Infeasible { message }) => {
                 let node = input
                     .pods
@@ -329,14 +329,9 @@ async fn refuse(
             return Err(ActError::NotLeader);
         }
         let sidecars = sidecars_in(&c.pods, pod);
-        resize_pod(
-            c.ctx.client.clone(),
-            &c.workload.key.namespace,
-            pod,
-            &back,
-            &sidecars,
-        )
-        .await?;
+        let ns = &c.workload.key.namespace;
+        let sent = resize_pod(c.ctx.client.clone(), ns, pod, &back, &sidecars).await?;
+        c.wrote_pod(pod, sent.resource_version);
     }
     if let Some(ch) = s.change.as_mut() {
         ch.state = ChangeState::RolledBack;
@@ -381,7 +376,7 @@ async fn rollout_step(
         )
         .await;
         c.metrics().observe("apply", &res);
-        res?;
+        c.wrote_workload(res?.resource_version);
         failpoints::hit("after-apply")?;
     }
     finish_applied(s, c, out);

@@ -65,7 +65,10 @@ pub async fn write_target(
     .await;
     c.metrics().observe("hpa_patch", &res);
     match res {
-        Ok(_) => Ok(TargetWrite::Written),
+        Ok(written) => {
+            c.wrote_hpa(&info.name, written.resource_version);
+            Ok(TargetWrite::Written)
+        }
         Err(HpaError::NotFound { .. }) => Ok(TargetWrite::LeftAlone),
         Err(HpaError::Invalid { message }) => {
             tracing::warn!(hpa = %h.name, %message, "HPA target changed by someone else: left alone");

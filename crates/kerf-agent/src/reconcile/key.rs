@@ -1,13 +1,17 @@
 //! One pass over one workload's rsr: gather the facts once, ask
 //! [`kerf_decide::pass::next_step`] for the one step of the pass, carry it out, record
 //! status and events, schedule the next pass. A pass that acted and wrote its rsr is
-//! followed at once by the next one, which waits until the cache shows that write.
+//! followed at once by the next one, which waits until the caches show its writes (to the
+//! rsr, the workload, its pods and HPAs).
 
 use std::sync::Arc;
 
 use kerf_api::rsr::{HpaOrder, RightsizingRecommendation, RightsizingRecommendationStatus};
 use kerf_decide::Outcome;
-use kerf_decide::pass::{Decided, PassFacts, Step, StepKind, next_step, on_delete_wake};
+use kerf_decide::pass::fresh::FRESH_RECHECK;
+use kerf_decide::pass::{
+    Decided, PassFacts, Step, StepKind, next_step, on_delete_wake, settle_wake,
+};
 
 use super::act;
 use super::failure::Action;
@@ -32,7 +36,8 @@ use crate::status::{self, StatusInput};
 
 /// Reconciles the rsr of `key`. An rsr the cache still shows at a resourceVersion this
 /// reconciler has written over is left until the watch brings the newer one (its write
-/// would only get a 409). `watcher` runs the health watch of an applied change and rolls a
+/// would only get a 409); a workload whose own writes to it, its pods or HPAs the caches
+/// do not show yet is looked at again shortly. `watcher` runs the health watch of an applied change and rolls a
 /// breached one back.
 pub async fn reconcile_key(
     ctx: &Context,
@@ -46,6 +51,11 @@ pub async fn reconcile_key(
         return Ok(());
     };
     if !ctx.may_write() || memory.writes.stale(key, &entry.resource_version) {
+        return Ok(());
+    }
+    let now = ctx.clock.now();
+    if memory.objects.holds_back(key, &ctx.cache, now) {
+        memory.schedule.wake_at(now + FRESH_RECHECK, key);
         return Ok(());
     }
     let mut sink = Sink {
@@ -91,21 +101,38 @@ async fn reconcile_entry(
     let mut s = rsr.status.clone().unwrap_or_default();
     intent::clear_pending(&mut s, &sink.memory.reports.acked_ids);
     let mut p = Pass::gather(ctx, hub, key, workload, &rsr.spec, &s);
+    let res = pass_step(&mut p, rsr, entry, &mut s, watcher, sink).await;
+    sink.memory.objects.record(key, p.writes.take());
+    res
+}
+
+/// The health watch, the step and its record of one pass.
+async fn pass_step(
+    p: &mut Pass<'_>,
+    rsr: &RightsizingRecommendation,
+    entry: &RsrEntry,
+    s: &mut RightsizingRecommendationStatus,
+    watcher: &Watcher,
+    sink: &mut Sink<'_>,
+) -> Result<bool, KeyError> {
     let withdrawn = is_withdrawn(entry);
-    let health = if !withdrawn && kerf_decide::pass::watch_due(&s, p.now) {
-        let h = healthwatch::evaluate(&p, watcher, &mut s).await;
+    let health = if !withdrawn && kerf_decide::pass::watch_due(s, p.now) {
+        let h = healthwatch::evaluate(p, watcher, s).await;
         // The watch may have got its end: the decision reads the status as evaluated.
-        p.facts.state = super::facts::rsr_state(&s, p.now);
+        p.facts.state = super::facts::rsr_state(s, p.now);
         h
     } else {
         HealthStep::Idle
     };
-    let (step, wakes) = plan(&p, &s, withdrawn, &health);
-    let acted = !matches!(step.kind(), StepKind::Report | StepKind::Withdrawn);
+    let (step, wakes) = plan(p, s, withdrawn, &health);
+    let acted = !matches!(
+        step.kind(),
+        StepKind::Report | StepKind::Withdrawn | StepKind::Settle
+    );
     let generation = rsr.metadata.generation;
-    let carried = carry_out(&p, step, &mut s, sink, watcher, generation).await?;
-    record::record(&p, rsr, &mut s, &carried, sink).await?;
-    record::schedule(sink.memory, &p, &s, &carried, wakes);
+    let carried = carry_out(p, step, s, sink, watcher, generation).await?;
+    record::record(p, rsr, s, &carried, sink).await?;
+    record::schedule(sink.memory, p, s, &carried, wakes);
     Ok(acted)
 }
 
@@ -148,7 +175,10 @@ fn plan(
         },
         outdated: ondelete_step::outdated(p),
     };
-    let mut wakes: Vec<_> = on_delete_wake(&f, &p.policy, p.now).into_iter().collect();
+    let mut wakes: Vec<_> = on_delete_wake(&f, &p.policy, p.now)
+        .into_iter()
+        .chain(settle_wake(&f, &p.policy, p.now))
+        .collect();
     if let HealthStep::Watching {
         recheck_at: Some(t),
         ..
@@ -173,6 +203,8 @@ async fn carry_out(
             record::withdrawn(p, s, sink, generation).await?;
             StepResult::default()
         }
+        // The change's progress is in status already; nothing new is decided.
+        Step::Settle => StepResult::default(),
         Step::Resume { may_start } => {
             let res = act::advance(s, p, may_start).await;
             let r = sink.checked(p, s, res, Action::Apply).await?;

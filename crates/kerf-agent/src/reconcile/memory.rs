@@ -1,6 +1,7 @@
 //! What the reconciler keeps between passes, one ledger per purpose: when to look at a
 //! workload again ([`Schedule`]), which skips and blocks were sent and acknowledged
-//! ([`ReportLedger`]), which rsr versions its own writes replaced ([`WriteLedger`]), and
+//! ([`ReportLedger`]), which rsr versions its own writes replaced ([`WriteLedger`]), which
+//! writes to workloads, pods and HPAs the caches do not show yet ([`ObjectWrites`]), and
 //! how often an action failed ([`Attempts`]). Everything else is rebuilt from status
 //! after a restart.
 
@@ -9,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub use super::fresh::ObjectWrites;
 use crate::cache::WorkloadKey;
 use crate::outbox::DeliveryReport;
 
@@ -151,6 +153,8 @@ pub struct Memory {
     pub reports: ReportLedger,
     /// Its own rsr writes.
     pub writes: WriteLedger,
+    /// Its own writes to workloads, pods and HPAs.
+    pub objects: ObjectWrites,
     /// Failed actions.
     pub attempts: Attempts,
 }

@@ -10,6 +10,7 @@
 pub mod act;
 pub mod facts;
 pub mod failure;
+pub mod fresh;
 mod healthwatch;
 pub mod hpa_step;
 pub mod hub_sync;

@@ -101,6 +101,7 @@ pub async fn evict(
         c.metrics().observe("evict", &res);
         match res? {
             EvictOutcome::Evicted { pod } => {
+                c.wrote_pod(&pod, None);
                 tracing::info!(workload = %c.workload.key, %pod, "outdated OnDelete pod evicted");
             }
             EvictOutcome::Gone { .. } => {}

@@ -11,7 +11,8 @@ use kerf_decide::facts::Facts;
 use kerf_decide::pass::WorkloadState;
 
 use super::facts::{self, Sources};
-use super::step::template_covers;
+use super::fresh::{PassWrites, Written};
+use super::step::{pods_settled, template_covers};
 use crate::cache::cluster::HpaResourceMetric;
 use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
@@ -38,6 +39,8 @@ pub struct Pass<'a> {
     pub policy: EffectivePolicy,
     /// The time of the pass.
     pub now: DateTime<Utc>,
+    /// The writes the step made to the workload, its pods and HPAs.
+    pub writes: PassWrites,
 }
 
 impl<'a> Pass<'a> {
@@ -70,7 +73,33 @@ impl<'a> Pass<'a> {
             policy,
             workload,
             now,
+            writes: PassWrites::default(),
         }
+    }
+
+    /// Notes a write to the workload itself, answered with `answer`.
+    pub fn wrote_workload(&self, answer: Option<String>) {
+        let replaced = &self.workload.resource_version;
+        self.writes
+            .push(Written::Workload, answer, replaced, self.ctx.clock.now());
+    }
+
+    /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
+    pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
+        let pod = self.all_pods.iter().find(|p| p.name == name);
+        let replaced = pod.map_or("", |p| p.resource_version.as_str());
+        let object = Written::Pod(name.to_owned());
+        self.writes
+            .push(object, answer, replaced, self.ctx.clock.now());
+    }
+
+    /// Notes a write to the HPA `name`, answered with `answer`.
+    pub fn wrote_hpa(&self, name: &str, answer: Option<String>) {
+        let hpa = self.hpas.iter().find(|h| h.name == name);
+        let replaced = hpa.map_or("", |h| h.resource_version.as_str());
+        let object = Written::Hpa(name.to_owned());
+        self.writes
+            .push(object, answer, replaced, self.ctx.clock.now());
     }
 
     /// Whether this replica may make an actuating write now (design D25).
@@ -97,6 +126,10 @@ impl<'a> Pass<'a> {
             desired_number_scheduled: w.status.desired_number_scheduled,
             updated_number_scheduled: w.status.updated_number_scheduled,
             template_covers_change: s.change.as_ref().is_some_and(|c| template_covers(c, w)),
+            pods_settled: s
+                .change
+                .as_ref()
+                .is_none_or(|c| pods_settled(c, &self.pods)),
             rollout_complete: crate::health::rollout_complete(w),
             hpa_target: s
                 .change

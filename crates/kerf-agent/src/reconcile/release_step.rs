@@ -51,7 +51,10 @@ pub async fn run(
         )
         .await;
         c.metrics().observe("release", &res);
-        res?;
+        let released = res?;
+        if let Some(rv) = released.resource_version {
+            c.wrote_workload(Some(rv));
+        }
     }
     s.live = s.live.take().and_then(|l| without(l, &rel.resources));
     let whole = change.resources.iter().all(|r| rel.resources.contains(r));

@@ -6,7 +6,7 @@ use kerf_api::ResourceRequirements;
 use kerf_api::event::{Event, EventWorkload};
 use kerf_api::rsr::ChangeRecord;
 
-use crate::cache::WorkloadInfo;
+use crate::cache::{PodInfo, WorkloadInfo};
 use crate::executor::resize::ResizeError;
 use crate::executor::rollout;
 use crate::executor::{WorkloadId, requirements_cover};
@@ -93,6 +93,36 @@ pub fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
                     limits: t.limits.clone(),
                 };
                 requirements_cover(&c.to, &have)
+            })
+    })
+}
+
+/// Whether the pods show the change where it went in: every pod whose spec holds the
+/// change's values also reports them in its status (a kubelet that reports none counts as
+/// reporting its spec), with no resize pending or in progress.
+pub fn pods_settled(change: &ChangeRecord, pods: &[std::sync::Arc<PodInfo>]) -> bool {
+    pods.iter().all(|p| {
+        let settled = p.resize_pending.is_none() && p.resize_in_progress.is_none();
+        !pod_holds(change, p, false) || (settled && pod_holds(change, p, true))
+    })
+}
+
+/// Whether the spec (or, with `status`, the status) of pod `p` holds the change's values.
+fn pod_holds(change: &ChangeRecord, p: &PodInfo, status: bool) -> bool {
+    change.containers.iter().all(|c| {
+        p.containers
+            .iter()
+            .find(|pc| *pc.name == c.name)
+            .is_none_or(|pc| {
+                let spec = ResourceRequirements {
+                    requests: pc.requests.clone(),
+                    limits: pc.limits.clone(),
+                };
+                let have = match (&pc.status_resources, status) {
+                    (Some(s), true) => s,
+                    _ => &spec,
+                };
+                requirements_cover(&c.to, have)
             })
     })
 }

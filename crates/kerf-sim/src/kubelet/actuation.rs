@@ -194,6 +194,27 @@ pub fn resize_decision(pod: &Value, node: &NodeView, swap: bool) -> ResizeDecisi
     ResizeDecision::Actuate
 }
 
+/// Whether a resize the kubelet first deferred at `since` is still deferred at `now`, with
+/// `SimConfig::resize_defer` as `defer`.
+pub fn still_deferred(
+    since: DateTime<Utc>,
+    defer: std::time::Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    chrono::Duration::from_std(defer).is_ok_and(|d| now < since + d)
+}
+
+/// The message of a resize deferred for want of room on `node` (the pod's own allocation
+/// left out of `used`), worded as a kubelet words it; the simulated deferral names CPU.
+pub fn deferred_message(pod: &Value, node: &NodeView) -> String {
+    let want = pod_spec_requests(pod).cpu_milli;
+    let used = node.used.cpu_milli;
+    let cap = node.allocatable.cpu_milli;
+    format!(
+        "Node didn't have enough resource: cpu, requested: {want}, used: {used}, capacity: {cap}"
+    )
+}
+
 /// The status of a pod whose resize waits: `PodResizePending` with the reason and message.
 pub fn pending_status(pod: &Value, reason: &str, message: &str, now: DateTime<Utc>) -> Value {
     let generation = int_at(pod, "/metadata/generation", 1);
@@ -411,6 +432,29 @@ mod tests {
             resize_decision(&mem, &node(4000, 0), true),
             ResizeDecision::Infeasible(_)
         ));
+    }
+
+    #[test]
+    fn a_resize_is_deferred_for_the_configured_time() {
+        let since = Utc::now();
+        let defer = std::time::Duration::from_secs(3);
+        assert!(still_deferred(since, defer, since));
+        assert!(still_deferred(
+            since,
+            defer,
+            since + chrono::Duration::milliseconds(2999)
+        ));
+        assert!(!still_deferred(
+            since,
+            defer,
+            since + chrono::Duration::seconds(3)
+        ));
+        assert!(!still_deferred(since, std::time::Duration::ZERO, since));
+        let pod = running_pod("1500m", "100m");
+        assert_eq!(
+            deferred_message(&pod, &node(4000, 1000)),
+            "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 4000"
+        );
     }
 
     #[test]

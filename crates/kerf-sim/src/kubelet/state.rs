@@ -20,6 +20,8 @@ pub(super) struct Inner {
     pub(super) bound_at: HashMap<String, DateTime<Utc>>,
     /// Pod uid -> (generation, when actuation started).
     pub(super) resizing: HashMap<String, (i64, DateTime<Utc>)>,
+    /// Pod uid -> (generation, when the kubelet first deferred that resize).
+    pub(super) deferred: HashMap<String, (i64, DateTime<Utc>)>,
     pub(super) counters: cadvisor::Counters,
     pub(super) next_ip: u32,
 }

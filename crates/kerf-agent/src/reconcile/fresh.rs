@@ -1,0 +1,96 @@
+//! The reconciler's own writes to a workload, its pods and its HPAs, and whether the
+//! caches show them yet: a pass over a workload waits until they do (the rule is
+//! [`kerf_decide::pass::fresh`]; the rsr's own writes are the [`super::memory::WriteLedger`]).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use kerf_decide::pass::fresh::{OwnWrite, holds_back};
+
+use crate::cache::{CacheSet, WorkloadKey};
+
+/// An object of a workload the reconciler wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Written {
+    /// The workload itself (its template, a release, its managedFields).
+    Workload,
+    /// One of its pods (a resize, an eviction).
+    Pod(String),
+    /// One of its HPAs (a target).
+    Hpa(String),
+}
+
+/// The writes of one pass, gathered while its step runs.
+#[derive(Debug, Default)]
+pub struct PassWrites(Mutex<Vec<(Written, OwnWrite)>>);
+
+impl PassWrites {
+    /// Notes a write to `object` answered with `answer`, sent when the cache showed
+    /// `replaced`.
+    pub fn push(&self, object: Written, answer: Option<String>, replaced: &str, at: DateTime<Utc>) {
+        let write = OwnWrite {
+            answer,
+            replaced: (!replaced.is_empty()).then(|| replaced.to_owned()),
+            at,
+        };
+        let mut writes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        writes.push((object, write));
+    }
+
+    /// The writes noted so far.
+    pub fn take(&self) -> Vec<(Written, OwnWrite)> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The last write to each object of each workload that the caches did not show yet.
+#[derive(Debug, Default)]
+pub struct ObjectWrites {
+    by_key: HashMap<WorkloadKey, Vec<(Written, OwnWrite)>>,
+}
+
+impl ObjectWrites {
+    /// Records the writes of a pass over `key`; a later write to an object replaces the
+    /// earlier one.
+    pub fn record(&mut self, key: &WorkloadKey, writes: Vec<(Written, OwnWrite)>) {
+        if writes.is_empty() {
+            return;
+        }
+        let list = self.by_key.entry(key.clone()).or_default();
+        for (object, write) in writes {
+            list.retain(|(o, _)| *o != object);
+            list.push((object, write));
+        }
+    }
+
+    /// Whether the caches still lack a write to `key`'s objects that holds its passes back
+    /// at `now`; writes they show (or that expired) are forgotten.
+    pub fn holds_back(&mut self, key: &WorkloadKey, cache: &CacheSet, now: DateTime<Utc>) -> bool {
+        let Some(list) = self.by_key.get_mut(key) else {
+            return false;
+        };
+        let pods = cache.pods_of(key);
+        let hpas = cache.hpas_for(key);
+        let workload = cache.workload(key);
+        list.retain(|(object, write)| {
+            let cached = match object {
+                Written::Workload => workload.as_ref().map(|w| w.resource_version.as_str()),
+                Written::Pod(name) => pods
+                    .iter()
+                    .find(|p| p.name == *name)
+                    .map(|p| p.resource_version.as_str()),
+                Written::Hpa(name) => hpas
+                    .iter()
+                    .find(|h| h.name == *name)
+                    .map(|h| h.resource_version.as_str()),
+            };
+            holds_back(write, cached, now)
+        });
+        if list.is_empty() {
+            self.by_key.remove(key);
+            return false;
+        }
+        true
+    }
+}
