@@ -85,16 +85,19 @@ impl Scene {
         s
     }
 
-    fn step(&self) -> Step {
-        let f = PassFacts {
+    fn pass_facts(&self) -> PassFacts<'_> {
+        PassFacts {
             status: &self.status,
             facts: &self.facts,
             withdrawn: self.withdrawn,
             workload: self.workload.clone(),
             breach: self.breach.clone(),
             outdated: self.outdated.clone(),
-        };
-        next_step(&f, &self.policy, now())
+        }
+    }
+
+    fn step(&self) -> Step {
+        next_step(&self.pass_facts(), &self.policy, now())
     }
 }
 
@@ -466,17 +469,7 @@ fn ap_10_an_in_place_change_is_looked_at_again_at_its_fallback_time() {
 #[test]
 fn waiting_ondelete_pods_are_looked_at_again() {
     use kerf_decide::pass::{ON_DELETE_RECHECK, on_delete_wake};
-    let wake = |s: &Scene| {
-        let f = PassFacts {
-            status: &s.status,
-            facts: &s.facts,
-            withdrawn: s.withdrawn,
-            workload: s.workload.clone(),
-            breach: s.breach.clone(),
-            outdated: s.outdated.clone(),
-        };
-        on_delete_wake(&f, &s.policy, now())
-    };
+    let wake = |s: &Scene| on_delete_wake(&s.pass_facts(), &s.policy, now());
     let mut s = Scene::applied();
     assert_eq!(wake(&s), None, "nothing outdated");
     let settled = now() + Duration::seconds(20);
@@ -512,15 +505,7 @@ fn settling_in_place() -> Scene {
 }
 
 fn wake_of(s: &Scene) -> Option<DateTime<Utc>> {
-    let f = PassFacts {
-        status: &s.status,
-        facts: &s.facts,
-        withdrawn: s.withdrawn,
-        workload: s.workload.clone(),
-        breach: s.breach.clone(),
-        outdated: s.outdated.clone(),
-    };
-    settle_wake(&f, &s.policy, now())
+    settle_wake(&s.pass_facts(), &s.policy, now())
 }
 
 #[test]
