@@ -61,7 +61,7 @@ async fn decision(
         now: p.now,
     });
     let ledger = Ledger {
-        values: report::recommended_values(&rsr.spec),
+        values: dedup::recommended_values(&rsr.spec),
         policy_hash: p.policy.values_hash(),
         tolerance: p.ctx.settings.tolerance.percent_milli,
     };
