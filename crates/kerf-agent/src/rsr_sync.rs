@@ -12,6 +12,13 @@
 //! hub's list leaves its rsr and the applied values in place, marks the rsr with
 //! [`ANNOTATION_WITHDRAWN`] and the reconciler stops acting on it; a deleted workload's rsr
 //! goes with the workload through the ownerReference.
+//!
+//! A recommendation the rsr's schema refuses (a quantity such as `12Q`, a list too long)
+//! is checked before it is written and never sent to the API server: the rsr keeps its
+//! last valid spec (a new one gets the recommendation id and no containers), is marked
+//! withdrawn so the agent acts on nothing, and [`ANNOTATION_INVALID`] names every refused
+//! field. That is written once per recommendation id; the hub's next recommendation
+//! replaces it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +26,7 @@ use std::sync::Arc;
 use chrono::{DateTime, SecondsFormat, Utc};
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
 use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
+use kerf_api::validate::{FieldError, RECOMMENDATION_ID_MAX_LENGTH, validate_recommendation_spec};
 use kerf_api::wellknown::{
     API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
 };
@@ -33,6 +41,11 @@ use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
 /// the agent noticed, RFC 3339). The rsr and the applied values stay; the agent stops
 /// acting on it until the hub recommends again.
 pub const ANNOTATION_WITHDRAWN: &str = "kerf.getkerf.dev/recommendation-withdrawn";
+
+/// rsr annotation: the hub's latest recommendation for this workload was not written
+/// because the rsr's schema refuses it (value: the recommendation id and every refused
+/// field with what is wrong with it).
+pub const ANNOTATION_INVALID: &str = "kerf.getkerf.dev/recommendation-invalid";
 
 /// Longest name of a Kubernetes object (a DNS subdomain).
 pub const MAX_NAME_LEN: usize = 253;
@@ -335,6 +348,10 @@ async fn sync_one(
         .flat_map(|s| s.consumed_approvals.iter().cloned())
         .collect();
     let desired = spec_for(rec, key.kind, &workload.uid, approvals, &consumed, now);
+    let refused = validate_recommendation_spec(&desired);
+    if !refused.is_empty() {
+        return sync_invalid(client, cache, &desired, workload, &refused, now).await;
+    }
     let taken: BTreeMap<String, ()> = cache
         .rsrs()
         .iter()
@@ -378,6 +395,93 @@ async fn sync_one(
             .map_err(kube_err)?;
     }
     Ok(Some((name, reset)))
+}
+
+/// The text of [`ANNOTATION_INVALID`] for recommendation `id` with the fields `refused`.
+/// An id longer than the schema allows is cut to its first 128 characters.
+pub fn invalid_text(id: &str, refused: &[FieldError]) -> String {
+    let id: String = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
+    let fields: Vec<String> = refused.iter().map(ToString::to_string).collect();
+    format!("recommendation {id:?} not written: {}", fields.join("; "))
+}
+
+/// The spec an rsr shows while the hub's recommendation is refused: its last valid spec,
+/// or for a new rsr the workload and the recommendation id alone (no containers).
+fn held_spec(
+    desired: &RightsizingRecommendationSpec,
+    existing: Option<&RsrEntry>,
+) -> RightsizingRecommendationSpec {
+    if let Some(Ok(rsr)) = existing.map(|e| &e.rsr) {
+        return rsr.spec.clone();
+    }
+    let mut id = desired.recommendation_id.clone();
+    if id.chars().count() > RECOMMENDATION_ID_MAX_LENGTH {
+        id = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
+    }
+    RightsizingRecommendationSpec {
+        workload_ref: desired.workload_ref.clone(),
+        recommendation_id: id,
+        generated_at: desired.generated_at,
+        confidence: None,
+        data_coverage: None,
+        settings: None,
+        containers: Vec::new(),
+        approval: None,
+    }
+}
+
+/// Shows a refused recommendation on the workload's rsr (see [`ANNOTATION_INVALID`]) and
+/// marks it withdrawn, once per recommendation: an rsr that already names the same
+/// refusal is not written again.
+async fn sync_invalid(
+    client: &kube::Client,
+    cache: &CacheSet,
+    desired: &RightsizingRecommendationSpec,
+    workload: &WorkloadInfo,
+    refused: &[FieldError],
+    now: DateTime<Utc>,
+) -> Result<Option<(String, bool)>, SyncError> {
+    let key = &workload.key;
+    let existing = cache.rsrs_for(key);
+    let entry = existing.first().map(|e| &**e);
+    let text = invalid_text(&desired.recommendation_id, refused);
+    if entry.is_some_and(|e| annotation(e, ANNOTATION_INVALID) == Some(&text)) {
+        return Ok(None);
+    }
+    let name = match entry {
+        Some(e) => e.name.clone(),
+        None => {
+            let taken: Vec<String> = cache
+                .rsrs()
+                .iter()
+                .filter(|r| *r.namespace == *key.namespace)
+                .map(|r| r.name.clone())
+                .collect();
+            rsr_name(key.kind, &key.name, |n| !taken.iter().any(|t| t == n))
+        }
+    };
+    let withdrawn_at = entry
+        .and_then(|e| annotation(e, ANNOTATION_WITHDRAWN))
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map_or(now, |t| t.with_timezone(&Utc));
+    let spec = held_spec(desired, entry);
+    let encode = |source| SyncError::Encode {
+        name: name.clone(),
+        source,
+    };
+    let mut body = apply_body(&name, workload, &spec, Some(withdrawn_at)).map_err(encode)?;
+    body["metadata"]["annotations"][ANNOTATION_INVALID] = json!(text);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    rsr_api(client.clone(), &key.namespace)
+        .patch(&name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(|source| SyncError::Kube {
+            namespace: key.namespace.to_string(),
+            name: name.clone(),
+            source,
+        })?;
+    tracing::warn!(rsr = %name, namespace = %key.namespace, recommendation = %desired.recommendation_id, "{text}; the agent acts on nothing until the hub recommends again");
+    Ok(Some((name, false)))
 }
 
 /// Marks an rsr withdrawn, keeping its spec as it is. Returns whether it wrote.
