@@ -18,7 +18,8 @@
 //! last valid spec (a new one gets the recommendation id and no containers), is marked
 //! withdrawn so the agent acts on nothing, and [`ANNOTATION_INVALID`] names every refused
 //! field. That is written once per recommendation id; the hub's next recommendation
-//! replaces it.
+//! replaces it. An rsr whose stored spec the schema refuses (written by hand, or under an
+//! older CRD) is treated the same way when the hub lists nothing for its workload.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,9 +43,9 @@ use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
 /// acting on it until the hub recommends again.
 pub const ANNOTATION_WITHDRAWN: &str = "kerf.getkerf.dev/recommendation-withdrawn";
 
-/// rsr annotation: the hub's latest recommendation for this workload was not written
-/// because the rsr's schema refuses it (value: the recommendation id and every refused
-/// field with what is wrong with it).
+/// rsr annotation: the recommendation for this workload was refused because the rsr's
+/// schema refuses it (value: the recommendation id and every refused field with what is
+/// wrong with it).
 pub const ANNOTATION_INVALID: &str = "kerf.getkerf.dev/recommendation-invalid";
 
 /// Longest name of a Kubernetes object (a DNS subdomain).
@@ -320,7 +321,18 @@ pub async fn sync(
         let Some(key) = entry.workload.as_ref() else {
             continue;
         };
-        if listed.contains(key) || is_withdrawn(&entry) {
+        if listed.contains(key) {
+            continue;
+        }
+        if let Some(res) = refuse_stored(client, cache, &entry, now).await {
+            match res {
+                Ok(Some((name, _))) => report.withdrawn.push(name),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+            continue;
+        }
+        if is_withdrawn(&entry) {
             continue;
         }
         match mark_withdrawn(client, cache, &entry, now).await {
@@ -402,16 +414,18 @@ async fn sync_one(
 pub fn invalid_text(id: &str, refused: &[FieldError]) -> String {
     let id: String = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
     let fields: Vec<String> = refused.iter().map(ToString::to_string).collect();
-    format!("recommendation {id:?} not written: {}", fields.join("; "))
+    format!("recommendation {id:?} refused: {}", fields.join("; "))
 }
 
-/// The spec an rsr shows while the hub's recommendation is refused: its last valid spec,
-/// or for a new rsr the workload and the recommendation id alone (no containers).
+/// The spec an rsr shows while its recommendation is refused: its last valid spec, or the
+/// workload and the recommendation id alone (no containers).
 fn held_spec(
     desired: &RightsizingRecommendationSpec,
     existing: Option<&RsrEntry>,
 ) -> RightsizingRecommendationSpec {
-    if let Some(Ok(rsr)) = existing.map(|e| &e.rsr) {
+    if let Some(Ok(rsr)) = existing.map(|e| &e.rsr)
+        && validate_recommendation_spec(&rsr.spec).is_empty()
+    {
         return rsr.spec.clone();
     }
     let mut id = desired.recommendation_id.clone();
@@ -482,6 +496,27 @@ async fn sync_invalid(
         })?;
     tracing::warn!(rsr = %name, namespace = %key.namespace, recommendation = %desired.recommendation_id, "{text}; the agent acts on nothing until the hub recommends again");
     Ok(Some((name, false)))
+}
+
+/// An rsr the hub does not list whose stored spec the schema refuses (written by hand, or
+/// stored under an older CRD): written once more with the refusal named, like a refused
+/// recommendation, since a write that keeps the spec would be refused on every poll.
+/// `None` when its spec is valid.
+async fn refuse_stored(
+    client: &kube::Client,
+    cache: &CacheSet,
+    entry: &RsrEntry,
+    now: DateTime<Utc>,
+) -> Option<Result<Option<(String, bool)>, SyncError>> {
+    let (Ok(rsr), Some(key)) = (&entry.rsr, &entry.workload) else {
+        return None;
+    };
+    let refused = validate_recommendation_spec(&rsr.spec);
+    if refused.is_empty() {
+        return None;
+    }
+    let workload = cache.workload(key)?;
+    Some(sync_invalid(client, cache, &rsr.spec, &workload, &refused, now).await)
 }
 
 /// Marks an rsr withdrawn, keeping its spec as it is. Returns whether it wrote.

@@ -1,7 +1,6 @@
 //! e2e: bad input from outside the agent's control: a hub recommendation the rsr's schema
-//! refuses is named on the rsr and not retried, and an rsr that no longer converts (an
-//! older CRD let it through) is marked `Valid=False` with the field named; neither
-//! changes a pod.
+//! refuses is named on the rsr and not retried, and so is an rsr whose stored spec the
+//! schema refuses (written past an older CRD); neither changes a pod.
 
 mod e2e_support;
 
@@ -125,7 +124,8 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
 // sim
 // rule: design D3
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_rsr_that_does_not_convert_is_marked_invalid_naming_the_field() -> anyhow::Result<()> {
+async fn an_rsr_stored_with_a_refused_value_is_marked_invalid_naming_the_field()
+-> anyhow::Result<()> {
     let mut env = Env::start("e2e-rsr-by-hand").await?;
     let Some(sim) = env.sim.as_ref().map(|s| s.context().clone()) else {
         env.sim_only("e2e-rsr-by-hand");
@@ -162,11 +162,19 @@ async fn an_rsr_that_does_not_convert_is_marked_invalid_naming_the_field() -> an
     let valid = condition(&rsr, "Valid").cloned().unwrap_or_default();
     assert_eq!(valid["reason"], "InvalidSpec");
     let message = valid["message"].as_str().unwrap_or_default();
+    assert!(message.contains("\"by-hand\""), "{message}");
     assert!(
-        message.contains("spec.containers[0].requests.cpu"),
+        message.contains("spec.containers[0].requests.cpu: \"12Q\" is not a quantity"),
         "{message}"
     );
-    assert_eq!(rsr["status"]["phase"], "Pending", "{}", rsr["status"]);
+    assert_eq!(rsr["status"]["summary"]["reason"], "InvalidSpec");
+    // The refused values are dropped from the spec; the agent acts on nothing.
+    assert_eq!(rsr["spec"]["containers"], json!([]), "{}", rsr["spec"]);
+    assert!(
+        rsr["metadata"]["annotations"][kerf_agent::rsr_sync::ANNOTATION_WITHDRAWN].is_string(),
+        "{}",
+        rsr["metadata"]
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_unchanged(&env, "web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
