@@ -21,13 +21,13 @@
 //! replaces it. An rsr whose stored spec the schema refuses (written by hand, or under an
 //! older CRD) is treated the same way when the hub lists nothing for its workload.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
 use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
-use kerf_api::validate::{FieldError, RECOMMENDATION_ID_MAX_LENGTH, validate_recommendation_spec};
+use kerf_api::validate::validate_recommendation_spec;
 use kerf_api::wellknown::{
     API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
 };
@@ -37,6 +37,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
+
+mod refused;
+
+pub use refused::invalid_text;
+use refused::{refuse_stored, sync_invalid};
 
 /// rsr annotation: the hub no longer lists a recommendation for this workload (value: when
 /// the agent noticed, RFC 3339). The rsr and the applied values stay; the agent stops
@@ -261,7 +266,7 @@ pub fn plan(
     }
 }
 
-fn annotation<'a>(entry: &'a RsrEntry, key: &str) -> Option<&'a String> {
+pub(crate) fn annotation<'a>(entry: &'a RsrEntry, key: &str) -> Option<&'a String> {
     let rsr = entry.rsr.as_ref().ok()?;
     rsr.metadata.annotations.as_ref()?.get(key)
 }
@@ -295,7 +300,7 @@ pub async fn sync(
 ) -> (SyncReport, Vec<SyncError>) {
     let mut report = SyncReport::default();
     let mut errors = Vec::new();
-    let mut listed = std::collections::BTreeSet::new();
+    let mut listed = BTreeSet::new();
     for rec in &list.recommendations {
         let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
             continue;
@@ -344,6 +349,16 @@ pub async fn sync(
     (report, errors)
 }
 
+/// The names of the rsrs of `namespace`.
+pub(crate) fn taken_names(cache: &CacheSet, namespace: &str) -> BTreeSet<String> {
+    cache
+        .rsrs()
+        .iter()
+        .filter(|r| *r.namespace == *namespace)
+        .map(|r| r.name.clone())
+        .collect()
+}
+
 async fn sync_one(
     client: &kube::Client,
     cache: &CacheSet,
@@ -364,14 +379,9 @@ async fn sync_one(
     if !refused.is_empty() {
         return sync_invalid(client, cache, &desired, workload, &refused, now).await;
     }
-    let taken: BTreeMap<String, ()> = cache
-        .rsrs()
-        .iter()
-        .filter(|r| *r.namespace == *key.namespace)
-        .map(|r| (r.name.clone(), ()))
-        .collect();
+    let taken = taken_names(cache, &key.namespace);
     let SyncPlan::Apply { name, reset } =
-        plan(&desired, workload, &existing, |n| !taken.contains_key(n))
+        plan(&desired, workload, &existing, |n| !taken.contains(n))
     else {
         return Ok(None);
     };
@@ -407,116 +417,6 @@ async fn sync_one(
             .map_err(kube_err)?;
     }
     Ok(Some((name, reset)))
-}
-
-/// The text of [`ANNOTATION_INVALID`] for recommendation `id` with the fields `refused`.
-/// An id longer than the schema allows is cut to its first 128 characters.
-pub fn invalid_text(id: &str, refused: &[FieldError]) -> String {
-    let id: String = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
-    let fields: Vec<String> = refused.iter().map(ToString::to_string).collect();
-    format!("recommendation {id:?} refused: {}", fields.join("; "))
-}
-
-/// The spec an rsr shows while its recommendation is refused: its last valid spec, or the
-/// workload and the recommendation id alone (no containers).
-fn held_spec(
-    desired: &RightsizingRecommendationSpec,
-    existing: Option<&RsrEntry>,
-) -> RightsizingRecommendationSpec {
-    if let Some(Ok(rsr)) = existing.map(|e| &e.rsr)
-        && validate_recommendation_spec(&rsr.spec).is_empty()
-    {
-        return rsr.spec.clone();
-    }
-    let mut id = desired.recommendation_id.clone();
-    if id.chars().count() > RECOMMENDATION_ID_MAX_LENGTH {
-        id = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
-    }
-    RightsizingRecommendationSpec {
-        workload_ref: desired.workload_ref.clone(),
-        recommendation_id: id,
-        generated_at: desired.generated_at,
-        confidence: None,
-        data_coverage: None,
-        settings: None,
-        containers: Vec::new(),
-        approval: None,
-    }
-}
-
-/// Shows a refused recommendation on the workload's rsr (see [`ANNOTATION_INVALID`]) and
-/// marks it withdrawn, once per recommendation: an rsr that already names the same
-/// refusal is not written again.
-async fn sync_invalid(
-    client: &kube::Client,
-    cache: &CacheSet,
-    desired: &RightsizingRecommendationSpec,
-    workload: &WorkloadInfo,
-    refused: &[FieldError],
-    now: DateTime<Utc>,
-) -> Result<Option<(String, bool)>, SyncError> {
-    let key = &workload.key;
-    let existing = cache.rsrs_for(key);
-    let entry = existing.first().map(|e| &**e);
-    let text = invalid_text(&desired.recommendation_id, refused);
-    if entry.is_some_and(|e| annotation(e, ANNOTATION_INVALID) == Some(&text)) {
-        return Ok(None);
-    }
-    let name = match entry {
-        Some(e) => e.name.clone(),
-        None => {
-            let taken: Vec<String> = cache
-                .rsrs()
-                .iter()
-                .filter(|r| *r.namespace == *key.namespace)
-                .map(|r| r.name.clone())
-                .collect();
-            rsr_name(key.kind, &key.name, |n| !taken.iter().any(|t| t == n))
-        }
-    };
-    let withdrawn_at = entry
-        .and_then(|e| annotation(e, ANNOTATION_WITHDRAWN))
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map_or(now, |t| t.with_timezone(&Utc));
-    let spec = held_spec(desired, entry);
-    let encode = |source| SyncError::Encode {
-        name: name.clone(),
-        source,
-    };
-    let mut body = apply_body(&name, workload, &spec, Some(withdrawn_at)).map_err(encode)?;
-    body["metadata"]["annotations"][ANNOTATION_INVALID] = json!(text);
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    rsr_api(client.clone(), &key.namespace)
-        .patch(&name, &pp, &Patch::Apply(&body))
-        .await
-        .map_err(|source| SyncError::Kube {
-            namespace: key.namespace.to_string(),
-            name: name.clone(),
-            source,
-        })?;
-    tracing::warn!(rsr = %name, namespace = %key.namespace, recommendation = %desired.recommendation_id, "{text}; the agent acts on nothing until the hub recommends again");
-    Ok(Some((name, false)))
-}
-
-/// An rsr the hub does not list whose stored spec the schema refuses (written by hand, or
-/// stored under an older CRD): written once more with the refusal named, like a refused
-/// recommendation, since a write that keeps the spec would be refused on every poll.
-/// `None` when its spec is valid.
-async fn refuse_stored(
-    client: &kube::Client,
-    cache: &CacheSet,
-    entry: &RsrEntry,
-    now: DateTime<Utc>,
-) -> Option<Result<Option<(String, bool)>, SyncError>> {
-    let (Ok(rsr), Some(key)) = (&entry.rsr, &entry.workload) else {
-        return None;
-    };
-    let refused = validate_recommendation_spec(&rsr.spec);
-    if refused.is_empty() {
-        return None;
-    }
-    let workload = cache.workload(key)?;
-    Some(sync_invalid(client, cache, &rsr.spec, &workload, &refused, now).await)
 }
 
 /// Marks an rsr withdrawn, keeping its spec as it is. Returns whether it wrote.

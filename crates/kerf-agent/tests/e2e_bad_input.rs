@@ -6,20 +6,9 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, WAIT, condition, pod_resources, policy_spec};
+use e2e_support::{AgentOptions, Env, WAIT, condition, policy_spec};
 use kerf_api::event::EventType;
 use serde_json::{Value, json};
-
-async fn assert_unchanged(env: &Env, name: &str, cpu: &str) -> anyhow::Result<()> {
-    for p in env.pods(name).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"]["cpu"],
-            cpu,
-            "{name} changed while it had to stay"
-        );
-    }
-    Ok(())
-}
 
 /// The recommendation `env.recommendation("web", cpu, "200Mi", "0.9")` with its id set.
 fn rec_with(env: &Env, id: &str, cpu: &str) -> anyhow::Result<kerf_api::hub::Recommendation> {
@@ -105,7 +94,7 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
     );
     let later = env.rsr("web").await?.unwrap_or_default();
     assert_eq!(refusal(&later), Some(text.as_str()));
-    assert_unchanged(&env, "web", "200m").await?;
+    env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
 
     // The hub's next recommendation is valid: written, the refusal gone, applied.
@@ -176,7 +165,7 @@ async fn an_rsr_stored_with_a_refused_value_is_marked_invalid_naming_the_field()
         rsr["metadata"]
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_unchanged(&env, "web", "200m").await?;
+    env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
     env.stop_agent().await;
     Ok(())

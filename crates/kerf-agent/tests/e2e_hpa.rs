@@ -106,16 +106,7 @@ async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> an
     let mut env = Env::start("e2e-hpa").await?;
     env.deployment("web", 2, "200m", "256Mi").await?;
     env.wait_ready("web", 2).await?;
-    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(env.client.clone(), &env.ns);
-    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
-        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "web", "namespace": env.ns},
-        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "minReplicas": 2, "maxReplicas": 2,
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 60}}}]}
-    }))?;
-    hpas.create(&PostParams::default(), &hpa).await?;
+    let hpas = hpa_at_60(&env).await?;
     // in-place configured: a change that coordinates an HPA uses rollout (AP-22).
     env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
         .await?;
