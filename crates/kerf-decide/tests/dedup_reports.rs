@@ -109,6 +109,7 @@ fn ev_15_values_moving_by_more_than_the_tolerance_emit_again() {
 }
 
 /// A recommendation for container `app` with `requests` and optional extras.
+#[allow(clippy::unwrap_used)]
 fn spec(id: &str, extra: serde_json::Value) -> RightsizingRecommendationSpec {
     let mut container = json!({"name": "app", "requests": {"cpu": "300m", "memory": "300Mi"}});
     if let (Some(c), Some(e)) = (container.as_object_mut(), extra.as_object()) {
@@ -119,7 +120,7 @@ fn spec(id: &str, extra: serde_json::Value) -> RightsizingRecommendationSpec {
         "recommendationID": id,
         "containers": [container],
     });
-    serde_json::from_value(spec).unwrap_or_else(|e| panic!("test spec: {e}"))
+    serde_json::from_value(spec).unwrap()
 }
 
 /// Reports `first`, then tells whether `then` is reported again.

@@ -2,7 +2,7 @@
 //! named (see [`ANNOTATION_INVALID`]) instead of being written, once per refusal.
 
 use chrono::{DateTime, Utc};
-use kerf_api::rsr::RightsizingRecommendationSpec;
+use kerf_api::rsr::{RightsizingRecommendationSpec, WorkloadRef};
 use kerf_api::validate::{FieldError, RECOMMENDATION_ID_MAX_LENGTH, validate_recommendation_spec};
 use kerf_api::wellknown::FIELD_MANAGER;
 use kube::api::{Patch, PatchParams};
@@ -23,9 +23,10 @@ pub fn invalid_text(id: &str, refused: &[FieldError]) -> String {
 }
 
 /// The spec an rsr shows while its recommendation is refused: its last valid spec, or the
-/// workload and the recommendation id alone (no containers).
+/// live workload and the recommendation id alone (no containers).
 fn held_spec(
     desired: &RightsizingRecommendationSpec,
+    workload: &WorkloadInfo,
     existing: Option<&RsrEntry>,
 ) -> RightsizingRecommendationSpec {
     if let Some(Ok(rsr)) = existing.map(|e| &e.rsr)
@@ -33,13 +34,18 @@ fn held_spec(
     {
         return rsr.spec.clone();
     }
-    let mut id = desired.recommendation_id.clone();
-    if id.chars().count() > RECOMMENDATION_ID_MAX_LENGTH {
-        id = id.chars().take(RECOMMENDATION_ID_MAX_LENGTH).collect();
-    }
+    let key = &workload.key;
     RightsizingRecommendationSpec {
-        workload_ref: desired.workload_ref.clone(),
-        recommendation_id: id,
+        workload_ref: WorkloadRef {
+            kind: key.kind,
+            name: key.name.to_string(),
+            uid: Some(workload.uid.clone()),
+        },
+        recommendation_id: desired
+            .recommendation_id
+            .chars()
+            .take(RECOMMENDATION_ID_MAX_LENGTH)
+            .collect(),
         generated_at: desired.generated_at,
         confidence: None,
         data_coverage: None,
@@ -78,7 +84,7 @@ pub(super) async fn sync_invalid(
         .and_then(|e| annotation(e, ANNOTATION_WITHDRAWN))
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map_or(now, |t| t.with_timezone(&Utc));
-    let spec = held_spec(desired, entry);
+    let spec = held_spec(desired, workload, entry);
     let encode = |source| SyncError::Encode {
         name: name.clone(),
         source,
