@@ -12,13 +12,22 @@
 //! hub's list leaves its rsr and the applied values in place, marks the rsr with
 //! [`ANNOTATION_WITHDRAWN`] and the reconciler stops acting on it; a deleted workload's rsr
 //! goes with the workload through the ownerReference.
+//!
+//! A recommendation the rsr's schema refuses (a quantity such as `12Q`, a list too long)
+//! is checked before it is written and never sent to the API server: the rsr keeps its
+//! last valid spec (a new one gets the recommendation id and no containers), is marked
+//! withdrawn so the agent acts on nothing, and [`ANNOTATION_INVALID`] names every refused
+//! field. That is written once per recommendation id; the hub's next recommendation
+//! replaces it. An rsr whose stored spec the schema refuses (written by hand, or under an
+//! older CRD) is treated the same way when the hub lists nothing for its workload.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
 use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
+use kerf_api::validate::validate_recommendation_spec;
 use kerf_api::wellknown::{
     API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
 };
@@ -29,10 +38,20 @@ use sha2::{Digest, Sha256};
 
 use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
 
+mod refused;
+
+pub use refused::invalid_text;
+use refused::{refuse_stored, sync_invalid};
+
 /// rsr annotation: the hub no longer lists a recommendation for this workload (value: when
 /// the agent noticed, RFC 3339). The rsr and the applied values stay; the agent stops
 /// acting on it until the hub recommends again.
 pub const ANNOTATION_WITHDRAWN: &str = "kerf.getkerf.dev/recommendation-withdrawn";
+
+/// rsr annotation: the recommendation for this workload was refused because the rsr's
+/// schema refuses it (value: the recommendation id and every refused field with what is
+/// wrong with it).
+pub const ANNOTATION_INVALID: &str = "kerf.getkerf.dev/recommendation-invalid";
 
 /// Longest name of a Kubernetes object (a DNS subdomain).
 pub const MAX_NAME_LEN: usize = 253;
@@ -247,7 +266,7 @@ pub fn plan(
     }
 }
 
-fn annotation<'a>(entry: &'a RsrEntry, key: &str) -> Option<&'a String> {
+pub(crate) fn annotation<'a>(entry: &'a RsrEntry, key: &str) -> Option<&'a String> {
     let rsr = entry.rsr.as_ref().ok()?;
     rsr.metadata.annotations.as_ref()?.get(key)
 }
@@ -281,7 +300,7 @@ pub async fn sync(
 ) -> (SyncReport, Vec<SyncError>) {
     let mut report = SyncReport::default();
     let mut errors = Vec::new();
-    let mut listed = std::collections::BTreeSet::new();
+    let mut listed = BTreeSet::new();
     for rec in &list.recommendations {
         let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
             continue;
@@ -307,7 +326,18 @@ pub async fn sync(
         let Some(key) = entry.workload.as_ref() else {
             continue;
         };
-        if listed.contains(key) || is_withdrawn(&entry) {
+        if listed.contains(key) {
+            continue;
+        }
+        if let Some(res) = refuse_stored(client, cache, &entry, now).await {
+            match res {
+                Ok(Some((name, _))) => report.withdrawn.push(name),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+            continue;
+        }
+        if is_withdrawn(&entry) {
             continue;
         }
         match mark_withdrawn(client, cache, &entry, now).await {
@@ -317,6 +347,16 @@ pub async fn sync(
         }
     }
     (report, errors)
+}
+
+/// The names of the rsrs of `namespace`.
+pub(crate) fn taken_names(cache: &CacheSet, namespace: &str) -> BTreeSet<String> {
+    cache
+        .rsrs()
+        .iter()
+        .filter(|r| *r.namespace == *namespace)
+        .map(|r| r.name.clone())
+        .collect()
 }
 
 async fn sync_one(
@@ -335,14 +375,13 @@ async fn sync_one(
         .flat_map(|s| s.consumed_approvals.iter().cloned())
         .collect();
     let desired = spec_for(rec, key.kind, &workload.uid, approvals, &consumed, now);
-    let taken: BTreeMap<String, ()> = cache
-        .rsrs()
-        .iter()
-        .filter(|r| *r.namespace == *key.namespace)
-        .map(|r| (r.name.clone(), ()))
-        .collect();
+    let refused = validate_recommendation_spec(&desired);
+    if !refused.is_empty() {
+        return sync_invalid(client, cache, &desired, workload, &refused, now).await;
+    }
+    let taken = taken_names(cache, &key.namespace);
     let SyncPlan::Apply { name, reset } =
-        plan(&desired, workload, &existing, |n| !taken.contains_key(n))
+        plan(&desired, workload, &existing, |n| !taken.contains(n))
     else {
         return Ok(None);
     };

@@ -115,7 +115,8 @@ pub fn build_status(input: &StatusInput<'_>) -> RightsizingRecommendationStatus 
             invalid: input.invalid,
         },
     );
-    if input.withdrawn {
+    // A refused recommendation names itself (InvalidSpec) rather than the withdrawal.
+    if input.withdrawn && input.invalid.is_empty() {
         summary.reason = Some(SUMMARY_WITHDRAWN.to_owned());
     }
     s.summary = Some(summary);

@@ -4,10 +4,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use kerf_agent::cache::WorkloadKey;
 use kerf_agent::clock::{Clock, SharedClock, TestClock};
 use kerf_agent::hub::{HubClient, HubClientConfig, HubMetrics};
 use kerf_agent::outbox::{DeliveryReport, Outbox, OutboxConfig, OutboxMetrics, Reporter};
+use kerf_agent::reconcile::memory::{InFlight, ReportLedger};
+use kerf_api::WorkloadKind;
 use kerf_api::event::{Event, EventType, EventWorkload};
+use kerf_decide::dedup::Candidate;
 use kerf_sim::hub::{DevHub, DevHubConfig, Endpoint, Fault, start};
 use prometheus_client::registry::Registry;
 use uuid::Uuid;
@@ -225,6 +229,43 @@ async fn an_outage_past_the_bounds_drops_the_oldest_first_and_counts_each_drop()
     rig.hub.set_down(false).await;
     assert!(delivered(&rig, 100).await);
     assert_eq!(rig.hub.events(CLUSTER), emitted[150..].to_vec());
+}
+
+// rule: EV-05, EV-14
+#[tokio::test]
+async fn a_block_dropped_from_a_full_outbox_is_sent_again() {
+    let cfg = OutboxConfig {
+        max_events: 1,
+        ..fast()
+    };
+    let rig = rig(DevHubConfig::default(), cfg).await.unwrap();
+    rig.hub.set_down(true).await;
+    let key = WorkloadKey::new("payments-prod", WorkloadKind::Deployment, "checkout-0");
+    let candidate = Candidate::new(EventType::Blocked, "Cooldown", None).unwrap();
+    let mut ledger = ReportLedger::default();
+    let first = event(t0(), 0);
+    ledger.in_flight.insert(
+        first.id,
+        InFlight {
+            key: key.clone(),
+            candidate: candidate.clone(),
+            values: Default::default(),
+            policy_hash: "p".into(),
+        },
+    );
+    rig.outbox.enqueue(first.clone()).unwrap();
+    rig.outbox.enqueue(event(t0(), 1)).unwrap();
+    assert!(ledger.sent(&key, &candidate), "sent, not acknowledged yet");
+    let reports: Vec<DeliveryReport> = rig.reports.lock().unwrap().drain(..).collect();
+    assert_eq!(reports, vec![DeliveryReport::Dropped(vec![first.id])]);
+    for r in reports {
+        assert!(ledger.handle(r).is_empty(), "a drop records nothing");
+    }
+    assert!(
+        !ledger.sent(&key, &candidate),
+        "a dropped block no longer waits for an acknowledgement that never comes"
+    );
+    assert!(ledger.acked_reports.is_empty());
 }
 
 // rule: EV-05

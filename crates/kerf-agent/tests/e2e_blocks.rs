@@ -235,3 +235,79 @@ async fn a_recommendation_made_with_other_settings_is_skipped_as_stale() -> anyh
     env.stop_agent().await;
     Ok(())
 }
+
+/// `env.recommendation("web", "150m", "200Mi", "0.9")` under id `id`, with `edit` applied
+/// to its container.
+fn rec_of(env: &Env, id: &str, edit: impl FnOnce(&mut Value)) -> anyhow::Result<Recommendation> {
+    let mut rec = serde_json::to_value(env.recommendation("web", "150m", "200Mi", "0.9")?)?;
+    rec["recommendationID"] = json!(id);
+    edit(&mut rec["containers"][0]);
+    Ok(serde_json::from_value(rec)?)
+}
+
+/// Publishes `rec` and waits until the rsr carries its id.
+async fn publish(env: &Env, rec: Recommendation) -> anyhow::Result<()> {
+    let id = rec.recommendation_id.clone();
+    env.recommend(vec![rec]);
+    env.wait_rsr("web", "the rsr shows the new id", e2e_support::WAIT, |r| {
+        r["spec"]["recommendationID"] == id.as_str()
+    })
+    .await?;
+    Ok(())
+}
+
+/// Waits until the hub holds `n` blocked events of `web`, then a little longer to be sure
+/// no more follow; returns how many it holds.
+async fn blocked_events_settle(env: &Env, n: usize) -> anyhow::Result<usize> {
+    e2e_support::eventually("blocked events at the hub", e2e_support::WAIT, || async {
+        (env.hub_events("web", EventType::Blocked).len() >= n).then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Ok(env.hub_events("web", EventType::Blocked).len())
+}
+
+// portable
+// rule: EV-14, EV-15, EV-16
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_is_reported_again_only_when_a_recommended_value_moves() -> anyhow::Result<()> {
+    let spec = |ns: &str| {
+        let mut s = policy_spec(ns, "auto-patch", "in-place");
+        s["guardrails"]["learningPeriod"] = json!("337h");
+        s
+    };
+    let rec = |env: &Env| rec_of(env, "rec-1", |_| {});
+    let mut env = scenario("e2e-block-dedup", spec, rec, false).await?;
+    assert_blocked(&env, "LearningPeriod").await?;
+    env.wait_rsr(
+        "web",
+        "the block recorded as reported",
+        e2e_support::WAIT,
+        |r| {
+            r["status"]["reported"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        },
+    )
+    .await?;
+
+    // EV-16: a new recommendation id with the same values is quiet.
+    publish(&env, rec_of(&env, "rec-2", |_| {})?).await?;
+    assert_eq!(blocked_events_settle(&env, 1).await?, 1);
+
+    // Only a limit appears: the values moved, the block is reported again.
+    let limited = |c: &mut Value| c["limits"] = json!({"memory": "400Mi"});
+    publish(&env, rec_of(&env, "rec-3", limited)?).await?;
+    assert_eq!(blocked_events_settle(&env, 2).await?, 2);
+
+    // Only removeLimits changes: reported again.
+    let removed = |c: &mut Value| {
+        c["limits"] = json!({"memory": "400Mi"});
+        c["removeLimits"] = json!(["cpu"]);
+    };
+    publish(&env, rec_of(&env, "rec-4", removed)?).await?;
+    assert_eq!(blocked_events_settle(&env, 3).await?, 3);
+    assert_unchanged(&env, &start_values()).await?;
+    env.stop_agent().await;
+    Ok(())
+}

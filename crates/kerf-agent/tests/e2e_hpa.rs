@@ -1,10 +1,13 @@
 //! e2e: HPA coordination (design D22): a CPU decrease under an HPA on CPU utilization goes
 //! in as a rollout, the HPA target rises once the rollout completed, the applied event
-//! names the HPA and both targets, and leaving auto-patch writes the old target back.
+//! names the HPA and both targets, and leaving auto-patch writes the old target back; a
+//! health breach rolls the change back and the HPA target with it.
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, WAIT, eventually, policy_spec, template_resources};
+use e2e_support::{
+    AgentOptions, Env, WAIT, condition, eventually, policy_spec, template_resources,
+};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kerf_api::event::EventType;
 use kube::Api;
@@ -23,13 +26,8 @@ async fn cpu_target(api: &Api<HorizontalPodAutoscaler>, name: &str) -> anyhow::R
     m.ok_or_else(|| anyhow::anyhow!("HPA {name} has no CPU utilization target"))
 }
 
-// portable
-// rule: AP-22, EV-60, RB-24
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-hpa").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+/// Creates HPA `web` on Deployment `web` with a CPU utilization target of 60.
+async fn hpa_at_60(env: &Env) -> anyhow::Result<Api<HorizontalPodAutoscaler>> {
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(env.client.clone(), &env.ns);
     let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -40,6 +38,75 @@ async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> an
                 "target": {"type": "Utilization", "averageUtilization": 60}}}]}
     }))?;
     hpas.create(&PostParams::default(), &hpa).await?;
+    Ok(hpas)
+}
+
+// sim
+// rule: RB-24, RB-06
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_restores_the_hpa_target_with_the_requests() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-hpa-rollback").await?;
+    let Some(sim) = env.sim.as_ref().map(|s| s.context().clone()) else {
+        env.sim_only("e2e-hpa-rollback");
+        return Ok(());
+    };
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    let hpas = hpa_at_60(&env).await?;
+    let mut spec = policy_spec(&env.ns, "auto-patch", "rollout");
+    spec["guardrails"]["cooldown"] = json!("10m");
+    spec["guardrails"]["rollback"] = json!({"watchDuration": "60s", "restarts": 1});
+    env.policy("auto", spec).await?;
+    env.recommend(vec![env.recommendation("web", "150m", "256Mi", "0.9")?]);
+    env.start_agent(&AgentOptions::default()).await?;
+    env.wait_rsr("web", "HPA target written, watching", WAIT, |r| {
+        r["status"]["change"]["hpa"]["written"] == true
+            && condition(r, "HealthWatch").is_some_and(|c| c["reason"] == "Watching")
+            && r["status"]["watch"]["baselines"]
+                .as_object()
+                .is_some_and(|b| !b.is_empty())
+    })
+    .await?;
+    assert_eq!(cpu_target(&hpas, "web").await?, 80);
+
+    // A container restart breaches the watch (restarts: 1): every touched resource goes
+    // back, and the HPA target with the CPU request.
+    let pods = env.wait_ready("web", 2).await?;
+    let pod = pods[0].metadata.name.clone().unwrap_or_default();
+    kerf_sim::kubelet::inject(
+        &sim,
+        kerf_sim::kubelet::Fault::Restart {
+            namespace: env.ns.clone(),
+            pod,
+            container: "app".to_owned(),
+        },
+    )?;
+    let rsr = env
+        .wait_rsr("web", "change RolledBack", WAIT, |r| {
+            r["status"]["change"]["state"] == "RolledBack"
+        })
+        .await?;
+    assert_eq!(rsr["status"]["lastRollback"]["reason"], "Restarts");
+    eventually("the HPA target back at 60", WAIT, || async {
+        (cpu_target(&hpas, "web").await.ok()? == 60).then_some(())
+    })
+    .await?;
+    let d = env.deployment_json("web").await?;
+    assert_eq!(template_resources(&d)["requests"]["cpu"], "200m");
+    let e = env.wait_hub_event("web", EventType::RolledBack).await?;
+    assert_eq!(e[0].reason, "Restarts");
+    env.stop_agent().await;
+    Ok(())
+}
+
+// portable
+// rule: AP-22, EV-60, D22
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-hpa").await?;
+    env.deployment("web", 2, "200m", "256Mi").await?;
+    env.wait_ready("web", 2).await?;
+    let hpas = hpa_at_60(&env).await?;
     // in-place configured: a change that coordinates an HPA uses rollout (AP-22).
     env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
         .await?;

@@ -57,17 +57,6 @@ fn blocked_reason(rsr: &Value) -> Option<&str> {
         .and_then(|c| c["reason"].as_str())
 }
 
-async fn assert_unchanged(env: &Env, name: &str, cpu: &str) -> anyhow::Result<()> {
-    for p in env.pods(name).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"]["cpu"],
-            cpu,
-            "{name} changed while it had to stay"
-        );
-    }
-    Ok(())
-}
-
 // portable
 // rule: AP-43, EV-38, EV-40, GR-47
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +85,7 @@ async fn a_pause_in_the_hub_blocks_changes_with_paused_until_resumed() -> anyhow
         "{events:#?}"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_unchanged(&env, "web", "200m").await?;
+    env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
 
     // Resumed in the hub: the next poll lifts the block and the change goes in.
@@ -186,7 +175,7 @@ async fn after_a_restart_the_kept_config_holds_the_pause_until_stale_after() -> 
         "the kept config went stale before staleAfter: {}",
         rsr["status"]
     );
-    assert_unchanged(&env, "web", "200m").await?;
+    env.assert_cpu_unchanged("web", "200m").await?;
     // Nothing new was fetched, so nothing was written.
     let again = hub_state_data(&env, true).await?;
     assert_eq!(again["fetchedAt"], data["fetchedAt"]);
@@ -248,7 +237,7 @@ async fn without_a_kept_config_and_the_hub_down_every_workload_is_blocked() -> a
             "{}",
             rsr["status"]
         );
-        assert_unchanged(&env, name, "200m").await?;
+        env.assert_cpu_unchanged(name, "200m").await?;
     }
     assert!(
         config_maps(&env).get_opt("kerf-hub-state").await?.is_none(),

@@ -197,3 +197,72 @@ async fn a_refused_eviction_is_blocked_pod_disruption_budget_and_retried() -> an
     agent.stop().await;
     Ok(())
 }
+
+// sim
+// rule: AP-58
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_breach_stops_the_ondelete_replacement_and_rolls_back() -> anyhow::Result<()> {
+    let env = Env::start("e2e-ondelete-breach").await?;
+    let Some(sim) = env.sim.as_ref().map(|s| s.context().clone()) else {
+        env.sim_only("e2e-ondelete-breach");
+        return Ok(());
+    };
+    statefulset(&env, "db").await?;
+    let before = eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
+    let mut spec = policy_spec(&env.ns, "auto-patch", "rollout");
+    spec["guardrails"]["cooldown"] = json!("10m");
+    spec["guardrails"]["rollback"] = json!({"watchDuration": "60s", "restarts": 1});
+    env.policy("auto", spec).await?;
+    env.hub
+        .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
+    // Every pod must be Ready for 3s before the next eviction (AP-56).
+    let agent = agent(&env, Duration::from_secs(3)).await?;
+    env.wait_phase("db", "Applied").await?;
+    let replaced = |pods: &BTreeMap<String, (String, String)>, name: &str| {
+        pods.get(name).map(|p| &p.0) != before.get(name).map(|p| &p.0)
+    };
+    eventually("db-2 replaced and Ready", e2e_support::WAIT, || async {
+        let pods = ready_pods(&env, "db").await?;
+        replaced(&pods, "db-2").then_some(())
+    })
+    .await?;
+    // The replaced pod restarts: a breach while db-1 and db-0 are still outdated.
+    kerf_sim::kubelet::inject(
+        &sim,
+        kerf_sim::kubelet::Fault::Restart {
+            namespace: env.ns.clone(),
+            pod: "db-2".to_owned(),
+            container: "app".to_owned(),
+        },
+    )?;
+    // Until well past the settle time after the rollback, db-1 and db-0 never run with the
+    // change's values: the breach stopped the replacement.
+    let mut rolled_back_at = None;
+    let deadline = tokio::time::Instant::now() + e2e_support::WAIT;
+    loop {
+        for p in env.pods("db").await? {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let cpu = e2e_support::pod_resources(&p)["requests"]["cpu"].clone();
+            assert!(
+                name == "db-2" || cpu != "150m",
+                "{name} was replaced with the change's values despite the breach"
+            );
+        }
+        let rsr = env.rsr("db").await?.unwrap_or_default();
+        if rolled_back_at.is_none() && rsr["status"]["change"]["state"] == "RolledBack" {
+            assert_eq!(rsr["status"]["lastRollback"]["reason"], "Restarts");
+            rolled_back_at = Some(tokio::time::Instant::now());
+        }
+        match rolled_back_at {
+            Some(t) if t.elapsed() > Duration::from_secs(5) => break,
+            None => anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "no rollback after the breach"
+            ),
+            Some(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.stop().await;
+    Ok(())
+}

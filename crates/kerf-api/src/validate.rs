@@ -29,6 +29,10 @@ use crate::policy::{
 use crate::quantity::{QUANTITY_MAX_LENGTH, QUANTITY_PATTERN, Quantity};
 use crate::rsr::RightsizingRecommendation;
 
+mod recommendation;
+
+pub use recommendation::{RECOMMENDATION_ID_MAX_LENGTH, validate_recommendation_spec};
+
 /// Most maintenance or freeze windows a policy may list (AP-32).
 pub const MAX_WINDOWS: usize = 16;
 

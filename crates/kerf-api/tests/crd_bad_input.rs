@@ -1,7 +1,11 @@
 //! Bad policies: each fails to convert or to validate, with a message naming the field
 //! (design D3, section 11).
 
-use kerf_api::validate::{FieldError, policy_from_value, policy_spec_from_value, validate_policy};
+use kerf_api::rsr::RightsizingRecommendationSpec;
+use kerf_api::validate::{
+    FieldError, from_value, policy_from_value, policy_spec_from_value, validate_policy,
+    validate_recommendation_spec,
+};
 use serde_json::{Value, json};
 
 fn yaml(s: &str) -> Value {
@@ -241,4 +245,72 @@ fn quantities_convert_from_strings_and_numbers_and_bad_ones_are_named() {
     assert!(errors_of("guardrails: {minCPU: 0.5}").is_empty());
     let errs = errors_of("guardrails: {minMemory: 64MB}");
     assert_eq!(paths(&errs), ["spec.guardrails.minMemory"]);
+}
+
+/// A hub recommendation as its rsr spec, with `edit` applied to the JSON first.
+fn recommendation_errors(edit: impl FnOnce(&mut Value)) -> Vec<FieldError> {
+    let mut spec = json!({
+        "workloadRef": {"kind": "Deployment", "name": "web", "uid": "u-1"},
+        "recommendationID": "rec-1",
+        "confidence": "0.9",
+        "dataCoverage": {"covered": "336h", "window": "336h"},
+        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
+            "headroomPercent": 15, "limits": "Keep"},
+        "containers": [{"name": "app", "requests": {"cpu": "250m", "memory": "512Mi"},
+            "limits": {"memory": "1Gi"}, "confidence": "0.9"}],
+    });
+    edit(&mut spec);
+    match from_value::<RightsizingRecommendationSpec>(&spec, "spec") {
+        Ok(s) => validate_recommendation_spec(&s),
+        Err(e) => vec![e],
+    }
+}
+
+#[test]
+fn a_valid_recommendation_has_no_refused_field() {
+    assert_eq!(recommendation_errors(|_| {}), vec![]);
+}
+
+#[test]
+fn a_recommendation_with_a_quantity_the_schema_refuses_names_the_field() {
+    let errors = recommendation_errors(|s| s["containers"][0]["requests"]["cpu"] = json!("12Q"));
+    assert_eq!(paths(&errors), ["spec.containers[0].requests.cpu"]);
+    assert!(
+        errors[0].message.contains("\"12Q\" is not a quantity"),
+        "{errors:?}"
+    );
+    let errors = recommendation_errors(|s| s["containers"][0]["limits"]["memory"] = json!("1 Gi"));
+    assert_eq!(paths(&errors), ["spec.containers[0].limits.memory"]);
+}
+
+#[test]
+fn every_refused_field_of_a_recommendation_is_named() {
+    let errors = recommendation_errors(|s| {
+        s["recommendationID"] = json!("r".repeat(129));
+        s["confidence"] = json!("1.5");
+        s["dataCoverage"]["window"] = json!("two weeks");
+        s["settings"]["cpuPercentile"] = json!(0);
+        s["containers"][0]["name"] = json!("c".repeat(64));
+        s["containers"][0]["removeLimits"] = json!(["cpu", "memory", "cpu"]);
+    });
+    assert_eq!(
+        paths(&errors),
+        [
+            "spec.recommendationID",
+            "spec.confidence",
+            "spec.dataCoverage.window",
+            "spec.settings.cpuPercentile",
+            "spec.containers[0].name",
+            "spec.containers[0].removeLimits",
+        ]
+    );
+}
+
+#[test]
+fn a_recommendation_with_too_many_containers_names_the_list() {
+    let errors = recommendation_errors(|s| {
+        let one = s["containers"][0].clone();
+        s["containers"] = Value::Array((0..65).map(|_| one.clone()).collect());
+    });
+    assert_eq!(paths(&errors), ["spec.containers"]);
 }

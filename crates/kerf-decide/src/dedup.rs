@@ -3,8 +3,9 @@
 //!
 //! A report is keyed by (type, reason, resource): the workload is implicit, since the
 //! `reported` list lives in the workload's rsr status. A report is emitted when its key
-//! has not been reported, when any recommended value moved by the tolerance or more
-//! relative to the values last reported (EV-15), or once when the hash of the effective
+//! has not been reported, when any recommended value (requests, limits and removed
+//! limits) moved by more than the tolerance relative to the values last reported (EV-15),
+//! or once when the hash of the effective
 //! policy's values changed (EV-17). A new recommendation id alone changes nothing
 //! (EV-16): only values are compared. After a change is applied, rolled back or
 //! released, [`reset`] empties the list (EV-18). Throttled, OOMKilled and
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 
 use kerf_api::Resource;
 use kerf_api::event::EventType;
-use kerf_api::rsr::ReportedKey;
+use kerf_api::rsr::{ReportedKey, RightsizingRecommendationSpec};
 use kerf_api::wellknown::{REASON_OOM_KILLED, REASON_RESTART_POLICY_REQUIRED, REASON_THROTTLED};
 use sha2::{Digest, Sha256};
 
@@ -32,13 +33,52 @@ pub enum DedupError {
     NotDeduplicated(&'static str),
 }
 
-/// The hub's recommended values, per `container/resource` (millicores, bytes).
+/// The hub's recommended values (millicores, bytes): requests per `container/resource`
+/// ([`value_key`]), limits per `container/limits.resource` ([`limit_key`]) and removed
+/// limits per `container/removeLimits.resource` ([`remove_limit_key`], value 1).
 pub type RecommendedValues = BTreeMap<String, i64>;
 
-/// The key of `container`'s `resource` in [`RecommendedValues`].
+/// The key of `container`'s `resource` request in [`RecommendedValues`].
 pub fn value_key(container: &str, resource: Resource) -> String {
     format!("{container}/{}", resource.as_str())
 }
+
+/// The key of `container`'s `resource` limit in [`RecommendedValues`].
+pub fn limit_key(container: &str, resource: Resource) -> String {
+    format!("{container}/{LIMITS}{}", resource.as_str())
+}
+
+/// The key of a removed limit (`removeLimits`) of `container` in [`RecommendedValues`];
+/// its value is 1.
+pub fn remove_limit_key(container: &str, resource: Resource) -> String {
+    format!("{container}/{REMOVE_LIMITS}{}", resource.as_str())
+}
+
+/// The hub's recommended requests, limits and removed limits per container and resource:
+/// what de-duplication compares. The recommendation id is not among them (EV-16); a value
+/// that does not parse is left out.
+pub fn recommended_values(spec: &RightsizingRecommendationSpec) -> RecommendedValues {
+    let mut out = BTreeMap::new();
+    for c in &spec.containers {
+        for r in Resource::ALL {
+            let parse =
+                |q: Option<&kerf_api::Quantity>| q.and_then(|q| crate::quantity::parse(r, q).ok());
+            if let Some(v) = parse(c.requests.get(r)) {
+                out.insert(value_key(&c.name, r), v);
+            }
+            if let Some(v) = parse(c.limits.get(r)) {
+                out.insert(limit_key(&c.name, r), v);
+            }
+            if c.remove_limits.contains(&r) {
+                out.insert(remove_limit_key(&c.name, r), 1);
+            }
+        }
+    }
+    out
+}
+
+const LIMITS: &str = "limits.";
+const REMOVE_LIMITS: &str = "removeLimits.";
 
 /// A report the current decision would emit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,7 +166,7 @@ pub fn should_emit(
     values_moved(&key.values, ctx.values, ctx.tolerance_milli_percent)
 }
 
-/// Whether any value moved by the tolerance or more relative to the values last reported.
+/// Whether any value moved by more than the tolerance relative to the values last reported.
 /// A value that appeared or disappeared counts as moved; so does a last reported value
 /// that does not parse.
 pub fn values_moved(
@@ -143,9 +183,11 @@ pub fn values_moved(
     })
 }
 
-/// The resource a `container/resource` key names.
+/// The resource a request (`container/cpu`) or limit (`container/limits.cpu`) key names;
+/// none for a removed limit.
 fn key_resource(key: &str) -> Option<Resource> {
-    match key.rsplit_once('/')?.1 {
+    let name = key.rsplit_once('/')?.1;
+    match name.strip_prefix(LIMITS).unwrap_or(name) {
         "cpu" => Some(Resource::Cpu),
         "memory" => Some(Resource::Memory),
         _ => None,
@@ -153,26 +195,31 @@ fn key_resource(key: &str) -> Option<Resource> {
 }
 
 /// A reported value as `status.reported` shows it: a Kubernetes quantity (`250m`,
-/// `1536Mi`), never a raw number of bytes.
+/// `1536Mi`), never a raw number of bytes; a removed limit reads `true`.
 fn format_reported(key: &str, value: i64) -> String {
     match key_resource(key) {
         Some(r) => crate::quantity::format(r, value).0,
+        None if value == 1 => "true".to_owned(),
         None => value.to_string(),
     }
 }
 
 fn parse_reported(key: &str, text: &str) -> Option<i64> {
-    let r = key_resource(key)?;
-    crate::quantity::parse_quantity(r, text).ok()
+    match key_resource(key) {
+        Some(r) => crate::quantity::parse_quantity(r, text).ok(),
+        None if text == "true" => Some(1),
+        None => text.parse().ok(),
+    }
 }
 
-/// `new` differs from `old` by the tolerance or more (from 0, any other value moved).
+/// `new` differs from `old` by more than the tolerance (EV-15; from 0, any other value
+/// moved).
 fn moved(old: i64, new: i64, tolerance_milli_percent: u32) -> bool {
     if old == new {
         return false;
     }
     let diff = (i128::from(new) - i128::from(old)).abs();
-    diff * 100_000 >= i128::from(tolerance_milli_percent) * i128::from(old).abs()
+    diff * 100_000 > i128::from(tolerance_milli_percent) * i128::from(old).abs()
 }
 
 /// The reported list after the hub acknowledged `candidate`: its key now holds the current

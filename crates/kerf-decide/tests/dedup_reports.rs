@@ -2,11 +2,12 @@
 
 use kerf_api::Resource;
 use kerf_api::event::EventType;
-use kerf_api::rsr::ReportedKey;
+use kerf_api::rsr::{ReportedKey, RightsizingRecommendationSpec};
 use kerf_decide::dedup::{
-    Candidate, DedupContext, RecommendedValues, mark_reported, reset, retain_current, should_emit,
-    value_key,
+    Candidate, DedupContext, RecommendedValues, mark_reported, recommended_values, reset,
+    retain_current, should_emit, value_key,
 };
+use serde_json::json;
 
 fn values(cpu: i64, memory: i64) -> RecommendedValues {
     [
@@ -84,7 +85,7 @@ fn a_report_counts_only_once_acknowledged() {
 
 // rule: EV-15, GR-43
 #[test]
-fn ev_15_values_moving_by_the_tolerance_emit_again() {
+fn ev_15_values_moving_by_more_than_the_tolerance_emit_again() {
     let first = values(1000, 1000);
     let mut reported = Vec::new();
     let c = blocked("LowConfidence");
@@ -92,28 +93,110 @@ fn ev_15_values_moving_by_the_tolerance_emit_again() {
     // 4.9 % is within the tolerance.
     let small = values(1049, 1000);
     assert!(!evaluate(&mut reported, &c, &ctx(&small, "p")));
-    // Compared with the values last reported, not the previous loop's: 5 % from 1000.
+    // Exactly the tolerance (5 % from 1000) is not more than it: quiet.
     let exact = values(1050, 1000);
-    assert!(evaluate(&mut reported, &c, &ctx(&exact, "p")));
     assert!(!evaluate(&mut reported, &c, &ctx(&exact, "p")));
-    // A drop counts as well, as does a value appearing.
-    let drop = values(1050, 900);
-    assert!(evaluate(&mut reported, &c, &ctx(&drop, "p")));
-    let mut more = drop.clone();
-    more.insert(value_key("sidecar", Resource::Cpu), 10);
+    // Compared with the values last reported, not the previous loop's: 5.1 % from 1000.
+    let more = values(1051, 1000);
     assert!(evaluate(&mut reported, &c, &ctx(&more, "p")));
+    assert!(!evaluate(&mut reported, &c, &ctx(&more, "p")));
+    // A drop counts as well, as does a value appearing.
+    let drop = values(1051, 900);
+    assert!(evaluate(&mut reported, &c, &ctx(&drop, "p")));
+    let mut appeared = drop.clone();
+    appeared.insert(value_key("sidecar", Resource::Cpu), 10);
+    assert!(evaluate(&mut reported, &c, &ctx(&appeared, "p")));
+}
+
+/// A recommendation for container `app` with `requests` and optional extras.
+#[allow(clippy::unwrap_used)]
+fn spec(id: &str, extra: serde_json::Value) -> RightsizingRecommendationSpec {
+    let mut container = json!({"name": "app", "requests": {"cpu": "300m", "memory": "300Mi"}});
+    if let (Some(c), Some(e)) = (container.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    let spec = json!({
+        "workloadRef": {"kind": "Deployment", "name": "web"},
+        "recommendationID": id,
+        "containers": [container],
+    });
+    serde_json::from_value(spec).unwrap()
+}
+
+/// Reports `first`, then tells whether `then` is reported again.
+fn reported_again(
+    first: &RightsizingRecommendationSpec,
+    then: &RightsizingRecommendationSpec,
+) -> bool {
+    let c = blocked("FreezeWindow");
+    let (a, b) = (recommended_values(first), recommended_values(then));
+    let reported = mark_reported(&[], &c, &ctx(&a, "p"));
+    should_emit(&reported, &c, &ctx(&b, "p"))
 }
 
 // rule: EV-16
 #[test]
 fn ev_16_a_new_recommendation_id_with_the_same_values_is_quiet() {
-    // The recommendation id is not part of the comparison: equal values are quiet.
-    let v = values(300, 300 << 20);
-    let mut reported = Vec::new();
-    let c = blocked("FreezeWindow");
-    assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
-    let same_values_new_id = values(300, 300 << 20);
-    assert!(!evaluate(&mut reported, &c, &ctx(&same_values_new_id, "p")));
+    let first = spec(
+        "rec-1",
+        json!({"limits": {"memory": "600Mi"}, "removeLimits": ["cpu"]}),
+    );
+    let same = spec(
+        "rec-2",
+        json!({"limits": {"memory": "600Mi"}, "removeLimits": ["cpu"]}),
+    );
+    assert_ne!(first.recommendation_id, same.recommendation_id);
+    assert!(!reported_again(&first, &same));
+    // The same comparison does see values that moved.
+    let moved = spec(
+        "rec-2",
+        json!({"requests": {"cpu": "400m", "memory": "300Mi"}}),
+    );
+    assert!(reported_again(&first, &moved));
+}
+
+// rule: EV-15
+#[test]
+fn a_recommendation_that_moves_only_limits_or_removes_them_is_reported_again() {
+    let plain = spec("rec-1", json!({}));
+    let limited = spec("rec-2", json!({"limits": {"memory": "600Mi"}}));
+    assert!(reported_again(&plain, &limited), "a limit appeared");
+    let higher = spec("rec-3", json!({"limits": {"memory": "900Mi"}}));
+    assert!(reported_again(&limited, &higher), "a limit moved");
+    let removed = spec(
+        "rec-4",
+        json!({"limits": {"memory": "600Mi"}, "removeLimits": ["cpu"]}),
+    );
+    assert!(reported_again(&limited, &removed), "a limit removed");
+    assert!(
+        reported_again(&removed, &limited),
+        "a limit no longer removed"
+    );
+    // Limits within the tolerance stay quiet, like requests.
+    let close = spec("rec-5", json!({"limits": {"memory": "620Mi"}}));
+    assert!(!reported_again(&limited, &close));
+}
+
+#[test]
+fn limits_and_removed_limits_read_as_quantities_in_status() {
+    let s = spec(
+        "rec-1",
+        json!({"limits": {"memory": "600Mi"}, "removeLimits": ["cpu"]}),
+    );
+    let v = recommended_values(&s);
+    let reported = mark_reported(&[], &blocked("Cooldown"), &ctx(&v, "p"));
+    let shown = &reported[0].values;
+    assert_eq!(shown.get("app/cpu").map(String::as_str), Some("300m"));
+    assert_eq!(
+        shown.get("app/limits.memory").map(String::as_str),
+        Some("600Mi")
+    );
+    assert_eq!(
+        shown.get("app/removeLimits.cpu").map(String::as_str),
+        Some("true")
+    );
+    // Read back, they compare equal: nothing moved.
+    assert!(!should_emit(&reported, &blocked("Cooldown"), &ctx(&v, "p")));
 }
 
 // rule: EV-17

@@ -123,6 +123,25 @@ pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
     .await
 }
 
+/// What to do when kubectl is missing.
+pub const KUBECTL_HOW: &str = "kubectl (v1.32) is needed on PATH for this test: install it \
+                               (CI has it at /usr/bin/kubectl)";
+
+/// Fails with how to get kubectl when it does not run.
+pub fn require_kubectl() -> anyhow::Result<()> {
+    match Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => anyhow::bail!(
+            "{KUBECTL_HOW}; `kubectl version --client` failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => anyhow::bail!("{KUBECTL_HOW}: {e}"),
+    }
+}
+
 /// Runs `kubectl` with `args` against the cluster of `kubeconfig`, writing `stdin` to it;
 /// answers whether it succeeded and its output (stdout, then stderr).
 pub fn kubectl(
@@ -136,7 +155,8 @@ pub fn kubectl(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()?;
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("{KUBECTL_HOW}: {e}"))?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(input.as_bytes())?;
     }

@@ -72,12 +72,19 @@ pub struct ReportLedger {
 
 impl ReportLedger {
     /// Takes a delivery report in; returns the workloads whose status should record it.
+    /// A skip or block dropped from a full outbox is forgotten, so the next pass of its
+    /// workload sends it again; nothing is recorded for it.
     pub fn handle(&mut self, report: DeliveryReport) -> BTreeSet<WorkloadKey> {
         let mut keys = BTreeSet::new();
         let ids = match report {
             DeliveryReport::Acked(ids) => ids,
             DeliveryReport::Rejected { id, .. } => vec![id],
-            DeliveryReport::Dropped(_) => return keys,
+            DeliveryReport::Dropped(ids) => {
+                for id in ids {
+                    self.in_flight.remove(&id);
+                }
+                return keys;
+            }
         };
         for id in ids {
             match self.in_flight.remove(&id) {

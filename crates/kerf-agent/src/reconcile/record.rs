@@ -61,7 +61,7 @@ async fn decision(
         now: p.now,
     });
     let ledger = Ledger {
-        values: report::recommended_values(&rsr.spec),
+        values: dedup::recommended_values(&rsr.spec),
         policy_hash: p.policy.values_hash(),
         tolerance: p.ctx.settings.tolerance.percent_milli,
     };
@@ -180,18 +180,39 @@ pub(super) async fn withdrawn(
     sink: &mut Sink<'_>,
     generation: Option<i64>,
 ) -> Result<(), KeyError> {
+    let invalid = refused_recommendation(p);
     let new = status::build_status(&StatusInput {
         previous: s,
         decision: None,
         facts: None,
         policy_name: p.policy.policy_name.as_deref(),
         generation,
-        invalid: &[],
+        invalid: &invalid,
         rollout_in_progress: false,
         withdrawn: true,
         now: p.now,
     });
     Ok(sink.writer.write(&new).await?)
+}
+
+/// The hub's recommendation the rsr could not hold, as `Valid=False InvalidSpec` (see
+/// [`crate::rsr_sync::ANNOTATION_INVALID`]).
+fn refused_recommendation(p: &Pass<'_>) -> Vec<status::Invalid> {
+    let entry = p.ctx.cache.rsrs_for(p.key).into_iter().next();
+    let text = entry.as_ref().and_then(|e| {
+        let rsr = e.rsr.as_ref().ok()?;
+        rsr.metadata
+            .annotations
+            .as_ref()?
+            .get(crate::rsr_sync::ANNOTATION_INVALID)
+            .cloned()
+    });
+    text.map(|message| status::Invalid {
+        reason: kerf_api::wellknown::CONDITION_REASON_INVALID_SPEC,
+        message,
+    })
+    .into_iter()
+    .collect()
 }
 
 /// Marks an rsr that does not convert `Valid=False`, once per error.

@@ -9,11 +9,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_api::Resource;
 use kerf_api::event::{Event, EventType, EventWorkload};
-use kerf_api::rsr::RightsizingRecommendationSpec;
 use kerf_api::wellknown::{self as wk, API_GROUP_VERSION};
-use kerf_decide::dedup::{Candidate, RecommendedValues, value_key};
+use kerf_decide::dedup::Candidate;
 use kerf_decide::pipeline::{Decision, Outcome, ReportKind};
-use kerf_decide::quantity;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use uuid::Uuid;
@@ -148,19 +146,6 @@ pub fn k8s_event(rsr: &RsrRef, event: &Event) -> serde_json::Value {
     );
     body["action"] = json!(event.type_.as_str());
     body
-}
-
-/// The hub's recommended requests per `container/resource` (what de-duplication compares).
-pub fn recommended_values(spec: &RightsizingRecommendationSpec) -> RecommendedValues {
-    let mut out = BTreeMap::new();
-    for c in &spec.containers {
-        for r in Resource::ALL {
-            if let Some(v) = c.requests.get(r).and_then(|q| quantity::parse(r, q).ok()) {
-                out.insert(value_key(&c.name, r), v);
-            }
-        }
-    }
-    out
 }
 
 /// A skip or block the decision would report, with its event.

@@ -368,6 +368,19 @@ impl Env {
         }))?)
     }
 
+    /// Asserts that every pod of `name` still requests `cpu`.
+    #[allow(dead_code)]
+    pub async fn assert_cpu_unchanged(&self, name: &str, cpu: &str) -> anyhow::Result<()> {
+        for p in self.pods(name).await? {
+            assert_eq!(
+                pod_resources(&p)["requests"]["cpu"],
+                cpu,
+                "{name} changed while it had to stay"
+            );
+        }
+        Ok(())
+    }
+
     /// The rsr `name` of the namespace as JSON, if it exists.
     pub async fn rsr(&self, name: &str) -> anyhow::Result<Option<Value>> {
         let api = rsr_api(&self.client, &self.ns);
