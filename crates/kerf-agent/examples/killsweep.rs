@@ -3,7 +3,7 @@
 //!
 //! Starts kerf-sim and the dev hub in this process, builds (unless `--agent` names one) and
 //! runs the `kerf-agent` binary with its fail points, kills it at N random moments within
-//! `--stretch-ms` of each start and at every fail point R times (default N/100, at least
+//! `--stretch-ms` (default 1000) of its controllers starting (one in five of its start) and at every fail point R times (default N/100, at least
 //! 1), restarting it each time, then checks every invariant and prints the counts. Exits
 //! with status 1 when an invariant is broken. The same sweep runs at N = 20 in
 //! `tests/killsweep.rs`.
@@ -44,7 +44,7 @@ fn options() -> anyhow::Result<Options> {
     Ok(Options {
         points,
         seed: number(&args, "--seed", 1)?,
-        stretch: Duration::from_millis(number(&args, "--stretch-ms", 2000)?),
+        stretch: Duration::from_millis(number(&args, "--stretch-ms", 1000)?),
         fail_point_rounds: number(&args, "--fail-point-rounds", (points as u64 / 100).max(1))?
             as usize,
         binary,

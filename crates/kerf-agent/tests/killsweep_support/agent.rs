@@ -2,9 +2,12 @@
 //! killed with SIGKILL, or ended by a fail point (`KERF_FAILPOINTS=<point>=exit`).
 
 use std::fs::File;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::cluster::{AGENT_NAMESPACE, CLUSTER};
@@ -28,9 +31,13 @@ pub enum Ended {
     Exited(String),
 }
 
+/// The log line that shows the agent's controllers running (caches synced, leading).
+const READY_LINE: &str = "leading: controllers start";
+
 /// A running agent process.
 pub struct AgentProcess {
     child: Child,
+    ready: tokio::sync::watch::Receiver<bool>,
 }
 
 /// How to start the agent.
@@ -48,7 +55,9 @@ pub struct Launch {
 impl Launch {
     /// Starts `kerf-agent run`, with fail point `fail_point` set to `exit` when given.
     pub fn start(&self, fail_point: Option<&str>) -> anyhow::Result<AgentProcess> {
-        let log = File::options().create(true).append(true).open(&self.log)?;
+        let log = Arc::new(Mutex::new(
+            File::options().create(true).append(true).open(&self.log)?,
+        ));
         let mut cmd = Command::new(&self.binary);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env_remove(kerf_agent::failpoints::ENV)
@@ -59,20 +68,51 @@ impl Launch {
             .args(["--webhook-addr", "127.0.0.1:0", "--on-delete-settle", "1s"])
             .args(["--log-format", "text"])
             .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(point) = fail_point {
             cmd.env(kerf_agent::failpoints::ENV, format!("{point}=exit"));
         }
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .map_err(|e| anyhow::anyhow!("starting {}: {e}", self.binary.display()))?;
-        Ok(AgentProcess { child })
+        let (tx, ready) = tokio::sync::watch::channel(false);
+        let tx = Arc::new(tx);
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(copy_lines(out, log.clone(), tx.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(copy_lines(err, log, tx));
+        }
+        Ok(AgentProcess { child, ready })
+    }
+}
+
+/// Appends the agent's output to the log, noting when [`READY_LINE`] shows.
+async fn copy_lines(
+    from: impl tokio::io::AsyncRead + Unpin,
+    log: Arc<Mutex<File>>,
+    ready: Arc<tokio::sync::watch::Sender<bool>>,
+) {
+    let mut lines = BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.contains(READY_LINE) {
+            ready.send_replace(true);
+        }
+        if let Ok(mut f) = log.lock() {
+            let _ = writeln!(f, "{line}");
+        }
     }
 }
 
 impl AgentProcess {
+    /// Waits until the agent's controllers run, for `limit` at most; whether they do.
+    pub async fn wait_ready(&mut self, limit: std::time::Duration) -> bool {
+        let wait = self.ready.wait_for(|r| *r);
+        matches!(tokio::time::timeout(limit, wait).await, Ok(Ok(_)))
+    }
+
     /// How the process ended, if it has.
     pub fn ended(&mut self) -> anyhow::Result<Option<Ended>> {
         Ok(self.child.try_wait()?.map(|status| match status.code() {

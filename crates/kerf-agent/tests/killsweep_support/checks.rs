@@ -158,6 +158,16 @@ async fn final_state(c: &Cluster, w: &Workload) -> anyhow::Result<Vec<String>> {
             change["id"]
         ));
     }
+    if !last.done {
+        let watch = rsr["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "HealthWatch"))
+            .map(|c| format!("{} {}", c["reason"], c["message"]));
+        out.push(format!(
+            "{} not done: phase {}, change state {state}, HealthWatch {watch:?}, watch {}, OOM kill injected: {}",
+            last.id, rsr["status"]["phase"], rsr["status"]["watch"], last.oom
+        ));
+    }
     let pending = change["pendingEvents"].as_array().map_or(0, Vec::len);
     if pending > 0 {
         out.push(format!("{pending} events still pending in the rsr"));

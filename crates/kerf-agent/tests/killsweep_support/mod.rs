@@ -31,6 +31,8 @@ const TICK: Duration = Duration::from_millis(100);
 const FAIL_POINT_WAIT: Duration = Duration::from_secs(30);
 /// Attempts per fail point firing before the sweep gives up on it.
 const FAIL_POINT_ATTEMPTS: usize = 4;
+/// How long a random kill waits at most for the agent's controllers to start.
+const READY_WAIT: Duration = Duration::from_secs(20);
 /// How long the last agent has to settle every workload.
 const SETTLE: Duration = Duration::from_secs(120);
 
@@ -41,7 +43,8 @@ pub struct Options {
     pub points: usize,
     /// The seed of the random moments and of the order of the kills.
     pub seed: u64,
-    /// A random kill comes within this long of the agent's start.
+    /// A random kill comes within this long of the agent's controllers starting (one in
+    /// five within this long of the process starting).
     pub stretch: Duration,
     /// Firings of each fail point.
     pub fail_point_rounds: usize,
@@ -186,12 +189,18 @@ async fn kill_once(
     counts: &mut Counts,
     retries: &mut Vec<&'static str>,
 ) -> anyhow::Result<()> {
-    let wait = match slot {
-        None => opts.stretch.mul_f64(rng.f64()),
-        Some(_) => FAIL_POINT_WAIT,
-    };
     let mut agent = launch.start(slot)?;
     counts.starts += 1;
+    // One random kill in five lands in the start-up (cache sync, recovery of the recorded
+    // intents); the others within the stretch after the controllers start.
+    let wait = match slot {
+        None if rng.u8(..5) == 0 => opts.stretch.mul_f64(rng.f64()),
+        None => {
+            agent.wait_ready(READY_WAIT).await;
+            opts.stretch.mul_f64(rng.f64())
+        }
+        Some(_) => FAIL_POINT_WAIT,
+    };
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline && agent.ended()?.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -395,12 +395,16 @@ impl Workload {
             return self.finish_if(c, state, "RolledBack").await;
         }
         let values = self.recs.last().map(|r| r.values).unwrap_or_default();
-        let watching = rsr["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "HealthWatch" && c["reason"] == "Watching")
-        }) && rsr["status"]["watch"]["baselines"]
-            .as_object()
-            .is_some_and(|b| !b.is_empty());
+        // Within the watch the status records (baselines taken, end ahead), whichever agent
+        // runs it: the kill lands where the watch must see it (rule RB-03).
+        let watch = &rsr["status"]["watch"];
+        let end = watch["end"]
+            .as_str()
+            .and_then(|e| e.parse::<chrono::DateTime<chrono::Utc>>().ok());
+        let watching = end.is_some_and(|e| chrono::Utc::now() + chrono::Duration::seconds(5) < e)
+            && watch["baselines"]
+                .as_object()
+                .is_some_and(|b| !b.is_empty());
         if state != "Applied" || !watching || self.cluster_wrong(c, values).await?.is_some() {
             return Ok(());
         }
