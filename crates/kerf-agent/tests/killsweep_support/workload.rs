@@ -381,10 +381,11 @@ impl Workload {
             return Ok(());
         };
         let values = self.live(rec);
-        if state == want && self.cluster_wrong(c, values).await?.is_none() {
-            if let Some(rec) = self.recs.last_mut() {
-                rec.done = true;
-            }
+        if state == want
+            && self.cluster_wrong(c, values).await?.is_none()
+            && let Some(rec) = self.recs.last_mut()
+        {
+            rec.done = true;
         }
         Ok(())
     }
@@ -438,7 +439,10 @@ impl Workload {
     }
 
     async fn tick_fallback(&mut self, c: &Cluster, rsr: &Value, state: &str) -> anyhow::Result<()> {
-        if self.filler && rsr["status"]["strategy"]["effective"] == "rollout" {
+        let values = self.recs.last().map(|r| r.values).unwrap_or_default();
+        let w = c.workload(&self.ns, "Deployment", &self.name).await?;
+        let patched = cluster::spec_values(&w["spec"]["template"]["spec"]) == Some(values);
+        if self.filler && (patched || rsr["status"]["strategy"]["effective"] == "rollout") {
             c.delete_deployment(&self.ns, "filler").await?;
             self.filler = false;
         }
