@@ -4,7 +4,7 @@ mod executor_inplace {
     use chrono::{DateTime, Duration, TimeZone, Utc};
     use kerf_agent::executor::inplace::{
         FallbackReason, InPlaceInput, InPlaceOutcome, PodResize, PodResizeView, ResizeCondition,
-        plan,
+        plan, resumed_first_resize,
     };
     use kerf_agent::executor::resize::{ResizeError, left_out, resize_body};
     use kerf_agent::executor::{ContainerResources, ErrorClass};
@@ -535,6 +535,43 @@ mod executor_inplace {
         assert_eq!(
             ErrorClass::from_code(429, "").category(),
             "too_many_requests"
+        );
+    }
+
+    // design D25: an agent stopped between a resize and the status write left no
+    // firstResizeAt; the next one starts fallbackAfter at its first pass, so a resize that
+    // stays Deferred still falls back.
+    #[test]
+    fn a_resize_sent_by_a_stopped_agent_starts_the_fallback_timer_on_resume() {
+        let deferred = PodResizeView {
+            conditions: vec![cond("PodResizePending", Some("Deferred"), "no room")],
+            ..pod("a", target(), old())
+        };
+        let resumed = resumed_first_resize(std::slice::from_ref(&deferred), &target(), t0());
+        assert_eq!(resumed, Some(t0()));
+        let sent = pod("b", target(), old());
+        assert_eq!(resumed_first_resize(&[sent], &target(), t0()), Some(t0()));
+        let untouched = pod("c", old(), old());
+        assert_eq!(resumed_first_resize(&[untouched], &target(), t0()), None);
+        let done = pod("d", target(), target());
+        assert_eq!(resumed_first_resize(&[done], &target(), t0()), None);
+
+        // The resumed agent's first pass is at t0; ten minutes later the resize is still
+        // Deferred: the change falls back.
+        let (pods, target) = ([deferred], target());
+        let now = t0() + Duration::minutes(10);
+        let mut resumed_input = input(WorkloadKind::Deployment, &target, &pods, now);
+        resumed_input.first_resize_at = resumed_first_resize(&pods, &target, t0());
+        assert!(
+            matches!(
+                plan(&resumed_input).outcome,
+                InPlaceOutcome::FallBack {
+                    reason: FallbackReason::ResizeDeferredTimeout,
+                    ..
+                }
+            ),
+            "{:?}",
+            plan(&resumed_input).outcome
         );
     }
 }

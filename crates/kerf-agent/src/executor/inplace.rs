@@ -249,6 +249,23 @@ pub fn pod_state(pod: &PodResizeView, target: &[ContainerResources]) -> PodResiz
     PodResize::Sent
 }
 
+/// `firstResizeAt` of a change whose resizes an earlier agent sent without recording it
+/// (stopped between the resize and the status write, design D25): `apply.fallbackAfter` runs
+/// from `now`, so a resize that stays Deferred still falls back instead of waiting forever.
+/// `None` while no targeted pod holds a sent, unfinished resize.
+pub fn resumed_first_resize(
+    pods: &[PodResizeView],
+    target: &[ContainerResources],
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let sent = pods
+        .iter()
+        .filter(|p| !p.terminating && p.current_revision)
+        .map(|p| pod_state(p, target))
+        .any(|st| !matches!(st, PodResize::NeedsResize | PodResize::Complete));
+    sent.then_some(now)
+}
+
 /// One pass of the in-place state machine.
 pub fn plan(input: &InPlaceInput<'_>) -> InPlacePlan {
     let targeted: Vec<&PodResizeView> = input

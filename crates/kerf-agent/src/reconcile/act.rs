@@ -191,6 +191,12 @@ async fn in_place(
     };
     let target = target(&change);
     let views: Vec<PodResizeView> = c.pods.iter().map(|p| view(p)).collect();
+    let first_resize_at = change
+        .first_resize_at
+        .or_else(|| inplace::resumed_first_resize(&views, &target, c.now));
+    if let Some(ch) = s.change.as_mut() {
+        ch.first_resize_at = first_resize_at;
+    }
     let rollout_safe =
         kerf_decide::strategy::fallback_allowed(&c.facts, &c.policy, wk::REASON_RESIZE_INFEASIBLE)
             .is_ok();
@@ -199,7 +205,7 @@ async fn in_place(
         rollout_safe,
         target: &target,
         pods: &views,
-        first_resize_at: change.first_resize_at,
+        first_resize_at,
         fallback_after: c.policy.fallback_after.value,
         may_start,
         now: c.now,
