@@ -23,6 +23,8 @@ struct Cfs {
     ratio: f64,
     last: DateTime<Utc>,
     node: String,
+    /// Running when last seen (its periods accrue until the next look).
+    running: bool,
 }
 
 /// The counters of every container seen running.
@@ -81,18 +83,73 @@ impl Counters {
                 ratio: 0.0,
                 last: now,
                 node: node.clone(),
+                running: true,
             });
             let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
             e.periods += PERIODS_PER_SECOND * dt;
             e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
             e.last = now;
+            e.running = true;
             e.node.clone_from(node);
         }
         for (key, e) in &mut self.map {
             if !running.contains_key(key) {
                 e.last = now;
+                e.running = false;
             }
         }
+    }
+
+    /// Takes a change of one pod: its containers' counters advance to `now` as they were
+    /// (running or not), then follow the pod's state. What [`Counters::advance`] does for a
+    /// list of every pod, for the one pod that changed.
+    pub fn observe(&mut self, pod: &Value, now: DateTime<Utc>) {
+        let running = running_keys(std::slice::from_ref(pod));
+        let (ns, pod_name) = (namespace(pod), name(pod));
+        for (key, e) in self.pod_entries(ns, pod_name) {
+            if e.running {
+                let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
+                e.periods += PERIODS_PER_SECOND * dt;
+                e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
+            }
+            e.last = now;
+            e.running = running.contains_key(key);
+        }
+        for (key, node) in running {
+            let e = self.map.entry(key).or_insert_with(|| Cfs {
+                periods: 0.0,
+                throttled: 0.0,
+                ratio: 0.0,
+                last: now,
+                node: node.clone(),
+                running: true,
+            });
+            e.running = true;
+            e.node = node;
+        }
+    }
+
+    /// Drops the counters of a deleted pod.
+    pub fn forget(&mut self, namespace: &str, pod: &str) {
+        let keys: Vec<ContainerKey> = self
+            .pod_entries(namespace, pod)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.map.remove(&k);
+        }
+    }
+
+    /// The entries of one pod's containers.
+    fn pod_entries<'a>(
+        &'a mut self,
+        ns: &'a str,
+        pod: &'a str,
+    ) -> impl Iterator<Item = (&'a ContainerKey, &'a mut Cfs)> {
+        let from = (ns.to_string(), pod.to_string(), String::new());
+        self.map
+            .range_mut(from..)
+            .take_while(move |(k, _)| k.0 == ns && k.1 == pod)
     }
 
     /// Sets the throttled share of a container's periods from `now` on (clamped to 0..=1).
@@ -103,6 +160,7 @@ impl Counters {
             ratio: 0.0,
             last: now,
             node: String::new(),
+            running: false,
         });
         e.ratio = ratio.clamp(0.0, 1.0);
     }
