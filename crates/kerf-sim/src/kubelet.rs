@@ -100,7 +100,7 @@ fn drain(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEv
 /// look at every pod.
 fn take(ctx: &SimContext, t: &mut Tracker, ev: &StoreEvent) {
     match ev.resource.as_str() {
-        "nodes" => t.activate_all(),
+        "nodes" => t.node_changed(),
         "pods" => {
             let o = &ev.object;
             let (ns, pod_name) = (o.namespace().unwrap_or_default(), o.name());
@@ -159,6 +159,7 @@ fn views(t: &Tracker, nodes: &[Value]) -> Vec<NodeView> {
 fn pass(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEvent>) {
     let now = ctx.clock.now();
     let nodes = sync_swap_nodes(ctx);
+    t.nodes_seen();
     let pending: Vec<Value> = t
         .active()
         .iter()

@@ -193,3 +193,115 @@ pub async fn next_work(
     }
     Some(if full { Work::All } else { Work::Keys(keys) })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::context::{SimConfig, SimContext};
+    use crate::store::gvr;
+
+    fn uid(v: &Value) -> String {
+        v.pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn owned_by(kind: &str, name: &str, owner: &Value) -> Value {
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "ns",
+            "ownerReferences": [{"uid": uid(owner), "controller": true}]}})
+    }
+
+    fn event(resource: &str, obj: &Value, t: StoreEventType) -> StoreEvent {
+        StoreEvent {
+            resource: resource.to_string(),
+            event_type: t,
+            object: Arc::new(StoredObject::new(obj)),
+            resource_version: 1,
+        }
+    }
+
+    /// A Deployment `web` with a ReplicaSet and a pod, in a context without controllers.
+    fn cluster() -> anyhow::Result<(SimContext, Value)> {
+        let ctx = SimContext::new(SimConfig::default());
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        ctx.store.create(&gvr::NAMESPACES, ns, "t")?;
+        let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "ns"}, "spec": {"template": {}}});
+        let dep = ctx.store.create(&gvr::DEPLOYMENTS, dep, "t")?;
+        let rs = ctx.store.create(
+            &gvr::REPLICASETS,
+            owned_by("ReplicaSet", "web-1", &dep),
+            "t",
+        )?;
+        let pod = ctx
+            .store
+            .create(&gvr::PODS, owned_by("Pod", "web-1-a", &rs), "t")?;
+        Ok((ctx, pod))
+    }
+
+    fn deployments() -> Routing {
+        Routing {
+            primary: "deployments.apps",
+            owner_depth: 2,
+            full_on: &["nodes"],
+            ignore_modified: &["pods"],
+        }
+    }
+
+    #[test]
+    fn a_pod_created_or_deleted_reaches_its_deployment_through_its_replicaset() {
+        let (ctx, pod) = cluster().unwrap();
+        let web = ("ns".to_string(), "web".to_string());
+        for t in [StoreEventType::Added, StoreEventType::Deleted] {
+            let mut keys = BTreeSet::new();
+            assert!(deployments().route(&ctx, &event("pods", &pod, t), &mut keys));
+            assert_eq!(keys, BTreeSet::from([web.clone()]), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn a_pod_status_change_does_not_wake_deployments_but_wakes_its_replicaset() {
+        let (ctx, pod) = cluster().unwrap();
+        let ev = event("pods", &pod, StoreEventType::Modified);
+        let mut keys = BTreeSet::new();
+        assert!(deployments().route(&ctx, &ev, &mut keys));
+        assert!(keys.is_empty(), "{keys:?}");
+        let replicasets = Routing {
+            primary: "replicasets.apps",
+            owner_depth: 1,
+            full_on: &[],
+            ignore_modified: &[],
+        };
+        assert!(replicasets.route(&ctx, &ev, &mut keys));
+        assert_eq!(keys, BTreeSet::from([("ns".into(), "web-1".into())]));
+    }
+
+    #[test]
+    fn an_own_object_is_its_key_and_a_full_pass_resource_asks_for_one() {
+        let (ctx, _) = cluster().unwrap();
+        let other = json!({"metadata": {"name": "api", "namespace": "ns", "uid": "x"}});
+        let mut keys = BTreeSet::new();
+        let ev = event("deployments.apps", &other, StoreEventType::Deleted);
+        assert!(deployments().route(&ctx, &ev, &mut keys));
+        assert_eq!(keys, BTreeSet::from([("ns".into(), "api".into())]));
+        let node = json!({"metadata": {"name": "n1"}});
+        let ev = event("nodes", &node, StoreEventType::Modified);
+        assert!(!deployments().route(&ctx, &ev, &mut keys));
+    }
+
+    #[test]
+    fn the_resync_waits_a_hundred_times_the_cost_of_a_full_pass() {
+        let mut r = Resync::new(Duration::from_secs(1));
+        r.done(Duration::from_millis(1));
+        let soon = r.due().saturating_duration_since(Instant::now());
+        assert!(soon <= Duration::from_secs(1), "{soon:?}");
+        r.done(Duration::from_millis(500));
+        let later = r.due().saturating_duration_since(Instant::now());
+        assert!(later > Duration::from_secs(49), "{later:?}");
+    }
+}

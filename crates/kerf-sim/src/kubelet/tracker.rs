@@ -30,6 +30,8 @@ pub struct Tracker {
     pods: HashMap<String, Slim>,
     usage: HashMap<String, NodeUse>,
     active: BTreeSet<String>,
+    /// A node changed (or nothing was seen yet) since the last pass.
+    nodes_changed: bool,
 }
 
 /// The tracker's key of a pod.
@@ -71,9 +73,13 @@ impl Tracker {
         }
     }
 
-    /// Forgets everything (before taking a full list again).
+    /// Forgets everything (before taking a full list again); the next pass looks at the
+    /// nodes too.
     pub fn clear(&mut self) {
-        *self = Tracker::default();
+        *self = Tracker {
+            nodes_changed: true,
+            ..Tracker::default()
+        };
     }
 
     /// What the pods bound to `node` hold.
@@ -86,9 +92,14 @@ impl Tracker {
         self.active.iter().cloned().collect()
     }
 
-    /// Whether no pod is to be looked at.
+    /// Whether no pod and no node is to be looked at.
     pub fn is_idle(&self) -> bool {
-        self.active.is_empty()
+        self.active.is_empty() && !self.nodes_changed
+    }
+
+    /// The pass has looked at the nodes.
+    pub fn nodes_seen(&mut self) {
+        self.nodes_changed = false;
     }
 
     /// The pod `key` has reached a state only a change of its own moves it from.
@@ -96,8 +107,9 @@ impl Tracker {
         self.active.remove(key);
     }
 
-    /// Every known pod is to be looked at (a node changed).
-    pub fn activate_all(&mut self) {
+    /// A node changed: the nodes and every known pod are to be looked at.
+    pub fn node_changed(&mut self) {
+        self.nodes_changed = true;
         self.active = self.pods.keys().cloned().collect();
     }
 }

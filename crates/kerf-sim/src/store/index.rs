@@ -69,3 +69,71 @@ impl Indexes {
             .map(|(_, key)| key.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::store::{Store, gvr};
+
+    fn store() -> Store {
+        let store = Store::new();
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        assert!(store.create(&gvr::NAMESPACES, ns, "t").is_ok());
+        store
+    }
+
+    fn pod(name: &str, owner: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns",
+                "ownerReferences": [{"uid": owner, "controller": true}]}})
+    }
+
+    fn names(objs: &[Value]) -> Vec<&str> {
+        objs.iter()
+            .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
+            .collect()
+    }
+
+    /// Creates a ReplicaSet and returns its uid.
+    fn owner(s: &Store, name: &str) -> String {
+        let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": "ns"}});
+        s.create(&gvr::REPLICASETS, rs, "t")
+            .ok()
+            .and_then(|o| o.pointer("/metadata/uid")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn owned_objects_follow_creation_owner_changes_and_deletion() {
+        let s = store();
+        let (rs1, rs2) = (owner(&s, "rs1"), owner(&s, "rs2"));
+        for (name, owner) in [("a", &rs1), ("b", &rs1), ("c", &rs2)] {
+            assert!(s.create(&gvr::PODS, pod(name, owner), "t").is_ok());
+        }
+        assert_eq!(names(&s.owned(&gvr::PODS, &rs1)), ["a", "b"]);
+        assert!(s.owned(&gvr::REPLICASETS, &rs1).is_empty());
+        let moved = s.update(&gvr::PODS, pod("b", &rs2), "t");
+        assert!(moved.is_ok());
+        assert_eq!(names(&s.owned(&gvr::PODS, &rs1)), ["a"]);
+        assert_eq!(names(&s.owned(&gvr::PODS, &rs2)), ["b", "c"]);
+        assert!(s.delete(&gvr::PODS, Some("ns"), "c").is_ok());
+        assert_eq!(names(&s.owned(&gvr::PODS, &rs2)), ["b"]);
+    }
+
+    #[test]
+    fn objects_are_found_by_uid_until_deleted() {
+        let s = store();
+        let rs1 = owner(&s, "rs1");
+        let created = s.create(&gvr::PODS, pod("a", &rs1), "t");
+        let uid = created
+            .ok()
+            .and_then(|p| p.pointer("/metadata/uid")?.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let found = s.by_uid(&uid).map(|(kind, o)| (kind, o.name().to_string()));
+        assert_eq!(found, Some(("pods".to_string(), "a".to_string())));
+        assert!(s.delete(&gvr::PODS, Some("ns"), "a").is_ok());
+        assert!(s.by_uid(&uid).is_none());
+    }
+}
