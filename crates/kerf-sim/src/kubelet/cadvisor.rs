@@ -27,6 +27,20 @@ struct Cfs {
     running: bool,
 }
 
+impl Cfs {
+    /// Fresh counters from `now`.
+    fn new(now: DateTime<Utc>, node: String, running: bool) -> Cfs {
+        Cfs {
+            periods: 0.0,
+            throttled: 0.0,
+            ratio: 0.0,
+            last: now,
+            node,
+            running,
+        }
+    }
+}
+
 /// The counters of every container seen running.
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
@@ -77,14 +91,10 @@ impl Counters {
         self.map
             .retain(|(ns, pod, _), _| alive.contains(&(ns.clone(), pod.clone())));
         for (key, node) in &running {
-            let e = self.map.entry(key.clone()).or_insert_with(|| Cfs {
-                periods: 0.0,
-                throttled: 0.0,
-                ratio: 0.0,
-                last: now,
-                node: node.clone(),
-                running: true,
-            });
+            let e = self
+                .map
+                .entry(key.clone())
+                .or_insert_with(|| Cfs::new(now, node.clone(), true));
             let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
             e.periods += PERIODS_PER_SECOND * dt;
             e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
@@ -116,14 +126,10 @@ impl Counters {
             e.running = running.contains_key(key);
         }
         for (key, node) in running {
-            let e = self.map.entry(key).or_insert_with(|| Cfs {
-                periods: 0.0,
-                throttled: 0.0,
-                ratio: 0.0,
-                last: now,
-                node: node.clone(),
-                running: true,
-            });
+            let e = self
+                .map
+                .entry(key)
+                .or_insert_with(|| Cfs::new(now, node.clone(), true));
             e.running = true;
             e.node = node;
         }
@@ -154,14 +160,10 @@ impl Counters {
 
     /// Sets the throttled share of a container's periods from `now` on (clamped to 0..=1).
     pub fn set_ratio(&mut self, key: ContainerKey, ratio: f64, now: DateTime<Utc>) {
-        let e = self.map.entry(key).or_insert_with(|| Cfs {
-            periods: 0.0,
-            throttled: 0.0,
-            ratio: 0.0,
-            last: now,
-            node: String::new(),
-            running: false,
-        });
+        let e = self
+            .map
+            .entry(key)
+            .or_insert_with(|| Cfs::new(now, String::new(), false));
         e.ratio = ratio.clamp(0.0, 1.0);
     }
 
@@ -239,6 +241,22 @@ mod tests {
         let mut c = Counters::default();
         c.advance(&[pod()], t0);
         c.advance(&[], t0);
+        assert!(!c.render(None).contains("pod=\"p\""));
+    }
+
+    #[test]
+    fn a_pod_change_counts_the_periods_while_it_ran_and_none_after_it_stopped() {
+        let t0 = Utc::now();
+        let secs = |n| t0 + chrono::Duration::seconds(n);
+        let mut stopped = pod();
+        stopped["status"]["phase"] = json!("Succeeded");
+        let mut c = Counters::default();
+        c.observe(&pod(), t0);
+        c.observe(&stopped, secs(10));
+        c.advance(&[stopped.clone()], secs(60));
+        let line = "container_cpu_cfs_periods_total{container=\"app\",namespace=\"ns\",pod=\"p\"}";
+        assert!(c.render(None).contains(&format!("{line} 100")), "{}", c.render(None));
+        c.forget("ns", "p");
         assert!(!c.render(None).contains("pod=\"p\""));
     }
 }
