@@ -255,7 +255,11 @@ mod tests {
         c.observe(&stopped, secs(10));
         c.advance(&[stopped.clone()], secs(60));
         let line = "container_cpu_cfs_periods_total{container=\"app\",namespace=\"ns\",pod=\"p\"}";
-        assert!(c.render(None).contains(&format!("{line} 100")), "{}", c.render(None));
+        assert!(
+            c.render(None).contains(&format!("{line} 100")),
+            "{}",
+            c.render(None)
+        );
         c.forget("ns", "p");
         assert!(!c.render(None).contains("pod=\"p\""));
     }
