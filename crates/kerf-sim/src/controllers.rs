@@ -1,23 +1,27 @@
 //! The simulated kube-controller-manager: Deployment, ReplicaSet, StatefulSet, DaemonSet,
-//! PDB and HPA controllers, plus the loop that drives them and the kubelet. Every loop runs a
-//! full reconcile on start, after each relevant store change and on a periodic resync.
+//! PDB and HPA controllers, plus the loop that drives them and the kubelet. Every workload
+//! loop runs a full reconcile on start, then reconciles the objects each burst of changes
+//! concerns ([`queue`]), with a full resync whose period grows with its cost.
 
 pub mod common;
 pub mod daemonset;
 pub mod deployment;
 pub mod pdb;
+pub mod queue;
 pub mod replicaset;
 pub mod rolling;
 pub mod statefulset;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::store::{Gvr, StoreEvent, gvr};
+use queue::{Key, Resync, Routing, Timed, Work};
 
 pub(crate) type Ctx = crate::context::SimContext;
 
@@ -32,7 +36,6 @@ enum Loop {
     StatefulSets,
     DaemonSets,
     Disruption,
-    Kubelet,
 }
 
 impl Loop {
@@ -48,40 +51,88 @@ impl Loop {
                 "pods",
                 "horizontalpodautoscalers.autoscaling",
             ],
-            Loop::Kubelet => &["pods", "nodes"],
         }
     }
 
-    /// The periodic resync (real time). The kubelet resyncs often: its work is driven by the
-    /// sim clock (ready delay, resize actuation, counters).
-    fn resync(self) -> Duration {
+    /// How a change maps to the loop's objects (None: every change means a full pass).
+    fn routing(self) -> Option<Routing> {
+        let routing = |primary, owner_depth| Routing {
+            primary,
+            owner_depth,
+            full_on: &[],
+            ignore_modified: &[],
+        };
         match self {
-            Loop::Kubelet => Duration::from_millis(100),
-            _ => Duration::from_secs(1),
+            // Pods matter to a Deployment only by existing (Recreate waits for the old ones
+            // to go).
+            Loop::Deployments => Some(Routing {
+                ignore_modified: &["pods"],
+                ..routing("deployments.apps", 2)
+            }),
+            Loop::ReplicaSets => Some(routing("replicasets.apps", 1)),
+            Loop::StatefulSets => Some(routing("statefulsets.apps", 1)),
+            Loop::DaemonSets => Some(Routing {
+                full_on: &["nodes"],
+                ..routing("daemonsets.apps", 1)
+            }),
+            Loop::Disruption => None,
         }
     }
 
-    async fn run_once(self, ctx: &Ctx) {
+    /// The least time between full resyncs (real time).
+    fn resync(self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    /// A full pass; returns the keys to look at again after a while.
+    async fn run_all(self, ctx: &Ctx) -> Vec<Key> {
         match self {
             Loop::Deployments => deployment::reconcile_all(ctx),
-            Loop::ReplicaSets => replicaset::reconcile_all(ctx).await,
+            Loop::ReplicaSets => return replicaset::reconcile_all(ctx).await,
             Loop::StatefulSets => statefulset::reconcile_all(ctx).await,
             Loop::DaemonSets => daemonset::reconcile_all(ctx).await,
             Loop::Disruption => pdb::reconcile_all(ctx),
-            Loop::Kubelet => crate::kubelet::reconcile(ctx),
         }
+        Vec::new()
+    }
+
+    /// Reconciles `keys`; returns those to look at again after a while.
+    async fn run_keys(self, ctx: &Ctx, keys: BTreeSet<Key>) -> Vec<Key> {
+        let mut again = Vec::new();
+        let nodes = match self {
+            Loop::DaemonSets if !keys.is_empty() => ctx.store.list(&gvr::NODES, None).0,
+            _ => Vec::new(),
+        };
+        for (ns, name) in keys {
+            let timed = match self {
+                Loop::Deployments => {
+                    deployment::reconcile_key(ctx, &ns, &name);
+                    false
+                }
+                Loop::ReplicaSets => replicaset::reconcile_key(ctx, &ns, &name).await,
+                Loop::StatefulSets => {
+                    statefulset::reconcile_key(ctx, &ns, &name).await;
+                    false
+                }
+                Loop::DaemonSets => daemonset::reconcile_key(ctx, &ns, &name, &nodes).await,
+                Loop::Disruption => false,
+            };
+            if timed {
+                again.push((ns, name));
+            }
+        }
+        again
     }
 }
 
 /// Starts every controller and the kubelet. Each task runs until the store is dropped.
 pub fn spawn_all(ctx: &Ctx) -> Vec<JoinHandle<()>> {
-    [
+    let mut tasks: Vec<JoinHandle<()>> = [
         Loop::Deployments,
         Loop::ReplicaSets,
         Loop::StatefulSets,
         Loop::DaemonSets,
         Loop::Disruption,
-        Loop::Kubelet,
     ]
     .into_iter()
     .map(|l| {
@@ -89,38 +140,39 @@ pub fn spawn_all(ctx: &Ctx) -> Vec<JoinHandle<()>> {
         let rx = ctx.store.subscribe();
         tokio::spawn(run(l, ctx, rx))
     })
-    .collect()
+    .collect();
+    let rx = ctx.store.subscribe();
+    tasks.push(tokio::spawn(crate::kubelet::run(ctx.clone(), rx)));
+    tasks
 }
 
 async fn run(l: Loop, ctx: Ctx, mut rx: broadcast::Receiver<StoreEvent>) {
+    let mut resync = Resync::new(l.resync());
+    let mut timed = Timed::default();
+    let mut work = Work::All;
+    let everything = Routing {
+        primary: "",
+        owner_depth: 0,
+        full_on: l.resources(),
+        ignore_modified: &[],
+    };
+    let routing = l.routing().unwrap_or(everything);
     loop {
-        l.run_once(&ctx).await;
-        let woke = tokio::select! {
-            w = wait_relevant(&mut rx, l.resources()) => w,
-            () = tokio::time::sleep(l.resync()) => true,
-        };
-        if !woke {
-            return;
-        }
-        // Coalesce a burst of changes into one reconcile.
-        loop {
-            match rx.try_recv() {
-                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Closed) => return,
+        let again = match work {
+            Work::All => {
+                let started = std::time::Instant::now();
+                timed.clear();
+                let again = l.run_all(&ctx).await;
+                resync.done(started.elapsed());
+                again
             }
-        }
-    }
-}
-
-/// Waits for a change of one of `resources`; false once the store is gone.
-async fn wait_relevant(rx: &mut broadcast::Receiver<StoreEvent>, resources: &[&str]) -> bool {
-    loop {
-        match rx.recv().await {
-            Ok(ev) if resources.contains(&ev.resource.as_str()) => return true,
-            Ok(_) => {}
-            Err(RecvError::Lagged(_)) => return true,
-            Err(RecvError::Closed) => return false,
+            Work::Keys(keys) => l.run_keys(&ctx, keys).await,
+        };
+        timed.add(again, l.resync());
+        let next = queue::next_work(&ctx, &routing, l.resources(), &mut rx, &resync, &mut timed);
+        match next.await {
+            Some(w) => work = w,
+            None => return,
         }
     }
 }

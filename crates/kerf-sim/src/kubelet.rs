@@ -16,18 +16,22 @@ pub mod faults;
 pub mod resources;
 pub mod scheduler;
 pub mod state;
+pub mod tracker;
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::context::SimContext;
-use crate::controllers::common::{int_at, name, pod_terminal, terminating, uid};
-use crate::store::gvr;
+use crate::controllers::common::{int_at, name, namespace, pod_terminal, terminating, uid};
+use crate::store::{StoreEvent, StoreEventType, gvr};
 use actuation::ResizeDecision;
 use resources::{pod_allocated, pod_spec_requests};
 use scheduler::{NodeView, pick_node};
+use tracker::{Tracker, pod_key};
 
 pub use control_client::{ControlError, send_fault};
 pub use faults::{Fault, FaultError, inject, serve_control};
@@ -50,36 +54,150 @@ pub fn render_cadvisor(ctx: &SimContext, node: Option<&str>) -> String {
     })
 }
 
-/// One pass of the scheduler and every node's kubelet.
-pub fn reconcile(ctx: &SimContext) {
-    let now = ctx.clock.now();
-    let nodes = sync_swap_nodes(ctx);
-    let pods = ctx.store.list(&gvr::PODS, None).0;
-    schedule(ctx, &nodes, &pods);
-    let pods = ctx.store.list(&gvr::PODS, None).0;
-    let views: HashMap<String, NodeView> = nodes
-        .iter()
-        .map(|n| (name(n).to_string(), NodeView::build(n, &pods)))
-        .collect();
-    for pod in pods.iter().filter(|p| !pod_terminal(p) && !terminating(p)) {
-        let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) else {
-            continue;
+/// How often the kubelet looks at the pods waiting on time or room (real time).
+const TICK: Duration = Duration::from_millis(100);
+
+/// The scheduler and every node's kubelet, until the store is gone. Each change of a pod
+/// marks it to be looked at; a pass looks at the marked pods only and lets go of those that
+/// reached a state only their own change moves them from ([`Tracker`]). A change of a node
+/// marks every pod.
+pub async fn run(ctx: SimContext, mut rx: broadcast::Receiver<StoreEvent>) {
+    let mut t = Tracker::default();
+    rebuild(&ctx, &mut t);
+    loop {
+        if !t.is_idle() {
+            pass(&ctx, &mut t, &mut rx);
+        }
+        let first = tokio::select! {
+            r = rx.recv() => Some(r),
+            () = tokio::time::sleep(TICK) => None,
         };
-        let Some(view) = views.get(node) else {
-            continue;
-        };
-        if pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
-            resize(ctx, pod, view, is_swap(ctx, &nodes, node), now);
-        } else {
-            start(ctx, pod, &nodes, now);
+        match first {
+            None => {}
+            Some(Ok(ev)) => take(&ctx, &mut t, &ev),
+            Some(Err(RecvError::Lagged(_))) => rebuild(&ctx, &mut t),
+            Some(Err(RecvError::Closed)) => return,
+        }
+        if !drain(&ctx, &mut t, &mut rx) {
+            return;
         }
     }
+}
+
+/// Takes every change waiting in `rx`; false once the store is gone.
+fn drain(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEvent>) -> bool {
+    loop {
+        match rx.try_recv() {
+            Ok(ev) => take(ctx, t, &ev),
+            Err(TryRecvError::Lagged(_)) => rebuild(ctx, t),
+            Err(TryRecvError::Empty) => return true,
+            Err(TryRecvError::Closed) => return false,
+        }
+    }
+}
+
+/// Takes one change: a pod's into the tracker and the CFS counters, a node's as a reason to
+/// look at every pod.
+fn take(ctx: &SimContext, t: &mut Tracker, ev: &StoreEvent) {
+    match ev.resource.as_str() {
+        "nodes" => t.node_changed(),
+        "pods" => {
+            let o = &ev.object;
+            let (ns, pod_name) = (o.namespace().unwrap_or_default(), o.name());
+            let key = pod_key(ns, pod_name);
+            if ev.event_type == StoreEventType::Deleted {
+                t.observe(&key, None);
+                ctx.state.kubelet.with(|s| {
+                    s.bound_at.remove(o.uid());
+                    s.resizing.remove(o.uid());
+                    s.counters.forget(ns, pod_name);
+                });
+                return;
+            }
+            let pod = o.value();
+            t.observe(&key, Some(&pod));
+            let now = ctx.clock.now();
+            ctx.state.kubelet.with(|s| s.counters.observe(&pod, now));
+        }
+        _ => {}
+    }
+}
+
+/// Forgets what the tracker knew and takes every pod from a full list.
+fn rebuild(ctx: &SimContext, t: &mut Tracker) {
+    t.clear();
+    let pods = ctx.store.list(&gvr::PODS, None).0;
+    for pod in &pods {
+        t.observe(&pod_key(namespace(pod), name(pod)), Some(pod));
+    }
     let alive: HashSet<&str> = pods.iter().map(uid).collect();
+    let now = ctx.clock.now();
     ctx.state.kubelet.with(|s| {
         s.bound_at.retain(|u, _| alive.contains(u.as_str()));
         s.resizing.retain(|u, _| alive.contains(u.as_str()));
         s.counters.advance(&pods, now);
     });
+}
+
+/// The pod of a tracker key, as stored now.
+fn get_pod(ctx: &SimContext, key: &str) -> Option<Value> {
+    let (ns, pod_name) = key.split_once('/')?;
+    ctx.store.get(&gvr::PODS, Some(ns), pod_name)
+}
+
+fn views(t: &Tracker, nodes: &[Value]) -> Vec<NodeView> {
+    nodes
+        .iter()
+        .map(|n| {
+            let u = t.usage(name(n));
+            NodeView::with_usage(n, u.used, u.pods)
+        })
+        .collect()
+}
+
+/// One pass of the scheduler and every node's kubelet over the pods to look at.
+fn pass(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEvent>) {
+    let now = ctx.clock.now();
+    let nodes = sync_swap_nodes(ctx);
+    t.nodes_seen();
+    let pending: Vec<Value> = t
+        .active()
+        .iter()
+        .filter_map(|k| get_pod(ctx, k))
+        .filter(|p| {
+            p.pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_none()
+        })
+        .collect();
+    if !pending.is_empty() {
+        schedule(ctx, views(t, &nodes), &pending);
+        drain(ctx, t, rx);
+    }
+    let views: HashMap<String, NodeView> = views(t, &nodes)
+        .into_iter()
+        .map(|v| (v.name.clone(), v))
+        .collect();
+    for key in t.active() {
+        let Some(pod) = get_pod(ctx, &key).filter(|p| !pod_terminal(p) && !terminating(p)) else {
+            t.settle(&key);
+            continue;
+        };
+        let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(view) = views.get(node) else {
+            t.settle(&key);
+            continue;
+        };
+        if pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
+            if resize(ctx, &pod, view, is_swap(ctx, &nodes, node), now) {
+                t.settle(&key);
+            }
+        } else {
+            start(ctx, &pod, &nodes, now);
+        }
+    }
 }
 
 /// Whether a node has swap: named in `SimConfig::swap_nodes`, labelled
@@ -140,8 +258,7 @@ fn sync_swap_nodes(ctx: &SimContext) -> Vec<Value> {
 }
 
 /// Binds pending pods to nodes with room, oldest first; the rest get PodScheduled=False.
-fn schedule(ctx: &SimContext, nodes: &[Value], pods: &[Value]) {
-    let mut views: Vec<NodeView> = nodes.iter().map(|n| NodeView::build(n, pods)).collect();
+fn schedule(ctx: &SimContext, mut views: Vec<NodeView>, pods: &[Value]) {
     let mut pending: Vec<&Value> = pods
         .iter()
         .filter(|p| {
@@ -228,8 +345,9 @@ fn start(ctx: &SimContext, pod: &Value, nodes: &[Value], now: DateTime<Utc>) {
     write_status(ctx, pod, actuation::running_status(pod, &host_ip, &ip, now));
 }
 
-/// Decides and advances a running pod's resize.
-fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateTime<Utc>) {
+/// Decides and advances a running pod's resize; true when the pod is in sync (nothing left
+/// to do until it changes).
+fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateTime<Utc>) -> bool {
     let mut node = view.clone();
     node.used = node.used.minus(pod_allocated(pod));
     let generation = int_at(pod, "/metadata/generation", 1);
@@ -246,6 +364,7 @@ fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateT
             actuation::remove_pod_condition(&mut status, "PodResizePending");
             actuation::remove_pod_condition(&mut status, "PodResizeInProgress");
             write_status(ctx, pod, status);
+            return true;
         }
         ResizeDecision::Infeasible(m) => write_status(
             ctx,
@@ -280,6 +399,7 @@ fn resize(ctx: &SimContext, pod: &Value, view: &NodeView, swap: bool, now: DateT
             }
         }
     }
+    false
 }
 
 /// A resize the kubelet could actuate, deferred for `SimConfig::resize_defer` from when it

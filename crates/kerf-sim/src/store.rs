@@ -11,6 +11,7 @@ pub mod fields;
 mod gc;
 pub mod gvr;
 mod history;
+mod index;
 mod list;
 mod object;
 mod stored;
@@ -25,6 +26,7 @@ use tokio::sync::broadcast;
 pub use error::{ApiError, Cause};
 pub use gvr::Gvr;
 use history::History;
+use index::Indexes;
 pub use list::{Page, PageQuery};
 use object::{merge_for_write, prepare_create, same_content};
 pub use stored::StoredObject;
@@ -80,6 +82,7 @@ struct Inner {
     /// order.
     objects: HashMap<String, BTreeMap<String, Arc<StoredObject>>>,
     history: History,
+    indexes: Indexes,
     kinds: BTreeMap<String, Gvr>,
     /// Left by the last unfiltered page for the next one of its walk.
     count_hint: Option<list::CountHint>,
@@ -120,6 +123,7 @@ impl Store {
             rv: 1,
             objects: HashMap::new(),
             history: History::default(),
+            indexes: Indexes::default(),
             kinds,
             count_hint: None,
         };
@@ -186,6 +190,33 @@ impl Store {
             .get(&obj_key(ns, name))
             .cloned()?;
         Some(stored.value())
+    }
+
+    /// The objects of `gvr` that name `owner_uid` among their ownerReferences (copies the
+    /// caller may change), in key order.
+    pub fn owned(&self, gvr: &Gvr, owner_uid: &str) -> Vec<Value> {
+        let kind = gvr.key();
+        let shared: Vec<Arc<StoredObject>> = {
+            let inner = self.lock();
+            let Some(map) = inner.objects.get(&kind) else {
+                return Vec::new();
+            };
+            inner
+                .indexes
+                .owned(owner_uid, &kind)
+                .filter_map(|key| map.get(key).cloned())
+                .collect()
+        };
+        shared.iter().map(|o| o.value()).collect()
+    }
+
+    /// The resource key (e.g. `replicasets.apps`) and the stored version of the object with
+    /// `uid`.
+    pub fn by_uid(&self, uid: &str) -> Option<(String, Arc<StoredObject>)> {
+        let inner = self.lock();
+        let (kind, key) = inner.indexes.by_uid(uid)?;
+        let obj = inner.objects.get(kind)?.get(key)?;
+        Some((kind.clone(), Arc::clone(obj)))
     }
 
     /// A receiver of every change from now on.
@@ -375,11 +406,15 @@ fn commit(
     let rv = inner.rv;
     obj["metadata"]["resourceVersion"] = json!(rv.to_string());
     let stored = Arc::new(StoredObject::new(&obj));
-    inner
+    let kind = gvr.key();
+    let old = inner
         .objects
-        .entry(gvr.key())
+        .entry(kind.clone())
         .or_default()
-        .insert(key, Arc::clone(&stored));
+        .insert(key.clone(), Arc::clone(&stored));
+    inner
+        .indexes
+        .replace(&kind, &key, old.as_deref(), Some(&stored));
     publish(tx, inner, gvr, event_type, stored, rv);
     Ok(obj)
 }
@@ -391,9 +426,9 @@ fn remove(
     key: &str,
     mut obj: Value,
 ) -> Result<Value, ApiError> {
-    if let Some(m) = inner.objects.get_mut(&gvr.key()) {
-        m.remove(key);
-    }
+    let kind = gvr.key();
+    let old = inner.objects.get_mut(&kind).and_then(|m| m.remove(key));
+    inner.indexes.replace(&kind, key, old.as_deref(), None);
     inner.rv += 1;
     let rv = inner.rv;
     obj["metadata"]["resourceVersion"] = json!(rv.to_string());

@@ -17,9 +17,13 @@ const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Reconciles every DaemonSet once.
 pub async fn reconcile_all(ctx: &Ctx) {
+    let sets = ctx.store.list(&gvr::DAEMONSETS, None).0;
+    if sets.is_empty() {
+        return;
+    }
     let pods = ctx.store.list(&gvr::PODS, None).0;
     let nodes = ctx.store.list(&gvr::NODES, None).0;
-    for ds in ctx.store.list(&gvr::DAEMONSETS, None).0 {
+    for ds in sets {
         let owned: Vec<&Value> = pods
             .iter()
             .filter(|p| {
@@ -31,6 +35,23 @@ pub async fn reconcile_all(ctx: &Ctx) {
             .collect();
         reconcile(ctx, &ds, &nodes, &owned).await;
     }
+}
+
+/// Reconciles the DaemonSet `ns/name` over the live pods it controls, found through the
+/// store's owner index; true when it should be looked at again after a while (with
+/// `minReadySeconds`, time alone makes pods available).
+pub async fn reconcile_key(ctx: &Ctx, ns: &str, set: &str, nodes: &[Value]) -> bool {
+    let Some(ds) = ctx.store.get(&gvr::DAEMONSETS, Some(ns), set) else {
+        return false;
+    };
+    let pods = ctx.store.owned(&gvr::PODS, uid(&ds));
+    let owned: Vec<&Value> = pods
+        .iter()
+        .filter(|p| namespace(p) == ns && controlled_by(p, uid(&ds)))
+        .filter(|p| !pod_terminal(p) && !terminating(p))
+        .collect();
+    reconcile(ctx, &ds, nodes, &owned).await;
+    int_at(&ds, "/spec/minReadySeconds", 0) > 0
 }
 
 /// The nodes a DaemonSet pod belongs on.

@@ -34,6 +34,21 @@ pub fn reconcile_all(ctx: &Ctx) {
     }
 }
 
+/// Reconciles the Deployment `ns/name` (gone: nothing to do; its ReplicaSets are garbage)
+/// over the ReplicaSets it controls, found through the store's owner index.
+pub fn reconcile_key(ctx: &Ctx, ns: &str, name: &str) {
+    let Some(dep) = ctx.store.get(&gvr::DEPLOYMENTS, Some(ns), name) else {
+        return;
+    };
+    let rss = ctx
+        .store
+        .owned(&gvr::REPLICASETS, uid(&dep))
+        .into_iter()
+        .filter(|rs| controller_uid(rs) == Some(uid(&dep)) && namespace(rs) == ns)
+        .collect();
+    reconcile(ctx, &dep, rss);
+}
+
 fn revision(obj: &Value) -> i64 {
     obj.pointer(&format!(
         "/metadata/annotations/{}",
@@ -145,12 +160,12 @@ fn scale(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
         for rs in old {
             set_replicas(ctx, rs, 0);
         }
-        let old_pods_left = ctx
-            .store
-            .list(&crate::store::gvr::PODS, Some(namespace(dep)))
-            .0
-            .iter()
-            .any(|p| old.iter().any(|rs| controlled_by(p, uid(rs))));
+        let old_pods_left = old.iter().any(|rs| {
+            ctx.store
+                .owned(&gvr::PODS, uid(rs))
+                .iter()
+                .any(|p| namespace(p) == namespace(dep) && controlled_by(p, uid(rs)))
+        });
         if !old_pods_left {
             set_replicas(ctx, new_rs, desired);
         }

@@ -1,5 +1,7 @@
 //! PodDisruptionBudget status (what `pods/eviction` reads) and a minimal HPA status.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use super::Ctx;
@@ -42,10 +44,14 @@ pub fn pdb_numbers(spec: &Value, expected: i64, healthy: i64) -> PdbNumbers {
 }
 
 /// Reconciles every PDB and HPA once.
+/// The pods are listed once per namespace that has a budget.
 pub fn reconcile_all(ctx: &Ctx) {
-    let pods = ctx.store.list(&gvr::PODS, None).0;
     let now = rfc3339(ctx.clock.now());
+    let mut pods_of: HashMap<String, Vec<Value>> = HashMap::new();
     for pdb in ctx.store.list(&gvr::PDBS, None).0 {
+        let pods = pods_of
+            .entry(namespace(&pdb).to_string())
+            .or_insert_with(|| ctx.store.list(&gvr::PODS, Some(namespace(&pdb))).0);
         let selected: Vec<&Value> = pods
             .iter()
             .filter(|p| namespace(p) == namespace(&pdb) && !pod_terminal(p) && !terminating(p))

@@ -13,8 +13,9 @@ use super::common::{
 use crate::store::gvr;
 
 /// Reconciles every ReplicaSet once. The live pods are grouped by controller uid once
-/// (filtering every pod for every ReplicaSet costs pods x ReplicaSets).
-pub async fn reconcile_all(ctx: &Ctx) {
+/// (filtering every pod for every ReplicaSet costs pods x ReplicaSets). Returns the keys
+/// of the ReplicaSets to look at again after a while ([`reconcile`]).
+pub async fn reconcile_all(ctx: &Ctx) -> Vec<(String, String)> {
     let pods = ctx.store.list(&gvr::PODS, None).0;
     let mut by_owner: HashMap<&str, Vec<&Value>> = HashMap::new();
     for p in pods.iter().filter(|p| !pod_terminal(p) && !terminating(p)) {
@@ -22,11 +23,30 @@ pub async fn reconcile_all(ctx: &Ctx) {
             by_owner.entry(owner).or_default().push(p);
         }
     }
+    let mut again = Vec::new();
     for rs in ctx.store.list(&gvr::REPLICASETS, None).0 {
         let mut owned = by_owner.remove(uid(&rs)).unwrap_or_default();
         owned.retain(|p| namespace(p) == namespace(&rs));
-        reconcile(ctx, &rs, &owned).await;
+        if reconcile(ctx, &rs, &owned).await {
+            again.push((namespace(&rs).to_string(), name(&rs).to_string()));
+        }
     }
+    again
+}
+
+/// Reconciles the ReplicaSet `ns/name` over the live pods it controls, found through the
+/// store's owner index; true when it should be looked at again after a while.
+pub async fn reconcile_key(ctx: &Ctx, ns: &str, rs_name: &str) -> bool {
+    let Some(rs) = ctx.store.get(&gvr::REPLICASETS, Some(ns), rs_name) else {
+        return false;
+    };
+    let pods = ctx.store.owned(&gvr::PODS, uid(&rs));
+    let owned: Vec<&Value> = pods
+        .iter()
+        .filter(|p| !pod_terminal(p) && !terminating(p))
+        .filter(|p| controller_uid(p) == Some(uid(&rs)) && namespace(p) == ns)
+        .collect();
+    reconcile(ctx, &rs, &owned).await
 }
 
 /// The order in which surplus pods go: unscheduled, then pending, then not ready, then the
@@ -50,7 +70,9 @@ fn deletion_rank(pod: &Value) -> (u8, u8, u8, std::cmp::Reverse<String>) {
     )
 }
 
-async fn reconcile(ctx: &Ctx, rs: &Value, owned: &[&Value]) {
+/// Creates or deletes pods towards `spec.replicas` and writes the status. True while a
+/// ready pod is not yet available (`minReadySeconds`): only time changes that.
+async fn reconcile(ctx: &Ctx, rs: &Value, owned: &[&Value]) -> bool {
     let desired = int_at(rs, "/spec/replicas", 1);
     let have = i64::try_from(owned.len()).unwrap_or(i64::MAX);
     if have < desired {
@@ -85,6 +107,7 @@ async fn reconcile(ctx: &Ctx, rs: &Value, owned: &[&Value]) {
         "observedGeneration": int_at(rs, "/metadata/generation", 1),
     });
     super::write_status_if_changed(ctx, &gvr::REPLICASETS, rs, status);
+    ready > available
 }
 
 #[cfg(test)]

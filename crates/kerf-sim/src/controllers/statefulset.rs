@@ -16,14 +16,32 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Reconciles every StatefulSet once.
 pub async fn reconcile_all(ctx: &Ctx) {
+    let sets = ctx.store.list(&gvr::STATEFULSETS, None).0;
+    if sets.is_empty() {
+        return;
+    }
     let pods = ctx.store.list(&gvr::PODS, None).0;
-    for sts in ctx.store.list(&gvr::STATEFULSETS, None).0 {
+    for sts in sets {
         let owned: Vec<&Value> = pods
             .iter()
             .filter(|p| namespace(p) == namespace(&sts) && controlled_by(p, uid(&sts)))
             .collect();
         reconcile(ctx, &sts, &owned).await;
     }
+}
+
+/// Reconciles the StatefulSet `ns/name` over the pods it controls, found through the
+/// store's owner index.
+pub async fn reconcile_key(ctx: &Ctx, ns: &str, set: &str) {
+    let Some(sts) = ctx.store.get(&gvr::STATEFULSETS, Some(ns), set) else {
+        return;
+    };
+    let pods = ctx.store.owned(&gvr::PODS, uid(&sts));
+    let owned: Vec<&Value> = pods
+        .iter()
+        .filter(|p| namespace(p) == ns && controlled_by(p, uid(&sts)))
+        .collect();
+    reconcile(ctx, &sts, &owned).await;
 }
 
 /// The ordinal of a pod named `<set>-<n>`.

@@ -23,6 +23,22 @@ struct Cfs {
     ratio: f64,
     last: DateTime<Utc>,
     node: String,
+    /// Running when last seen (its periods accrue until the next look).
+    running: bool,
+}
+
+impl Cfs {
+    /// Fresh counters from `now`.
+    fn new(now: DateTime<Utc>, node: String, running: bool) -> Cfs {
+        Cfs {
+            periods: 0.0,
+            throttled: 0.0,
+            ratio: 0.0,
+            last: now,
+            node,
+            running,
+        }
+    }
 }
 
 /// The counters of every container seen running.
@@ -75,35 +91,79 @@ impl Counters {
         self.map
             .retain(|(ns, pod, _), _| alive.contains(&(ns.clone(), pod.clone())));
         for (key, node) in &running {
-            let e = self.map.entry(key.clone()).or_insert_with(|| Cfs {
-                periods: 0.0,
-                throttled: 0.0,
-                ratio: 0.0,
-                last: now,
-                node: node.clone(),
-            });
+            let e = self
+                .map
+                .entry(key.clone())
+                .or_insert_with(|| Cfs::new(now, node.clone(), true));
             let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
             e.periods += PERIODS_PER_SECOND * dt;
             e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
             e.last = now;
+            e.running = true;
             e.node.clone_from(node);
         }
         for (key, e) in &mut self.map {
             if !running.contains_key(key) {
                 e.last = now;
+                e.running = false;
             }
         }
     }
 
+    /// Takes a change of one pod: its containers' counters advance to `now` as they were
+    /// (running or not), then follow the pod's state. What [`Counters::advance`] does for a
+    /// list of every pod, for the one pod that changed.
+    pub fn observe(&mut self, pod: &Value, now: DateTime<Utc>) {
+        let running = running_keys(std::slice::from_ref(pod));
+        let (ns, pod_name) = (namespace(pod), name(pod));
+        for (key, e) in self.pod_entries(ns, pod_name) {
+            if e.running {
+                let dt = (now - e.last).num_milliseconds().max(0) as f64 / 1000.0;
+                e.periods += PERIODS_PER_SECOND * dt;
+                e.throttled += PERIODS_PER_SECOND * dt * e.ratio;
+            }
+            e.last = now;
+            e.running = running.contains_key(key);
+        }
+        for (key, node) in running {
+            let e = self
+                .map
+                .entry(key)
+                .or_insert_with(|| Cfs::new(now, node.clone(), true));
+            e.running = true;
+            e.node = node;
+        }
+    }
+
+    /// Drops the counters of a deleted pod.
+    pub fn forget(&mut self, namespace: &str, pod: &str) {
+        let keys: Vec<ContainerKey> = self
+            .pod_entries(namespace, pod)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.map.remove(&k);
+        }
+    }
+
+    /// The entries of one pod's containers.
+    fn pod_entries<'a>(
+        &'a mut self,
+        ns: &'a str,
+        pod: &'a str,
+    ) -> impl Iterator<Item = (&'a ContainerKey, &'a mut Cfs)> {
+        let from = (ns.to_string(), pod.to_string(), String::new());
+        self.map
+            .range_mut(from..)
+            .take_while(move |(k, _)| k.0 == ns && k.1 == pod)
+    }
+
     /// Sets the throttled share of a container's periods from `now` on (clamped to 0..=1).
     pub fn set_ratio(&mut self, key: ContainerKey, ratio: f64, now: DateTime<Utc>) {
-        let e = self.map.entry(key).or_insert_with(|| Cfs {
-            periods: 0.0,
-            throttled: 0.0,
-            ratio: 0.0,
-            last: now,
-            node: String::new(),
-        });
+        let e = self
+            .map
+            .entry(key)
+            .or_insert_with(|| Cfs::new(now, String::new(), false));
         e.ratio = ratio.clamp(0.0, 1.0);
     }
 
@@ -181,6 +241,26 @@ mod tests {
         let mut c = Counters::default();
         c.advance(&[pod()], t0);
         c.advance(&[], t0);
+        assert!(!c.render(None).contains("pod=\"p\""));
+    }
+
+    #[test]
+    fn a_pod_change_counts_the_periods_while_it_ran_and_none_after_it_stopped() {
+        let t0 = Utc::now();
+        let secs = |n| t0 + chrono::Duration::seconds(n);
+        let mut stopped = pod();
+        stopped["status"]["phase"] = json!("Succeeded");
+        let mut c = Counters::default();
+        c.observe(&pod(), t0);
+        c.observe(&stopped, secs(10));
+        c.advance(&[stopped.clone()], secs(60));
+        let line = "container_cpu_cfs_periods_total{container=\"app\",namespace=\"ns\",pod=\"p\"}";
+        assert!(
+            c.render(None).contains(&format!("{line} 100")),
+            "{}",
+            c.render(None)
+        );
+        c.forget("ns", "p");
         assert!(!c.render(None).contains("pod=\"p\""));
     }
 }

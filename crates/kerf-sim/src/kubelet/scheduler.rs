@@ -33,8 +33,17 @@ impl NodeView {
             .filter(|p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(n))
             .filter(|p| !pod_terminal(p))
             .collect();
+        let used = on_node
+            .iter()
+            .fold(Amount::default(), |a, p| a.plus(pod_allocated(p)));
+        let pods = i64::try_from(on_node.len()).unwrap_or(i64::MAX);
+        NodeView::with_usage(node, used, pods)
+    }
+
+    /// The view of `node` whose bound, unfinished pods hold `used` and number `pods`.
+    pub fn with_usage(node: &Value, used: Amount, pods: i64) -> NodeView {
         NodeView {
-            name: n.to_string(),
+            name: name(node).to_string(),
             labels: node
                 .pointer("/metadata/labels")
                 .cloned()
@@ -44,10 +53,8 @@ impl NodeView {
                 .pointer("/status/allocatable/pods")
                 .and_then(|v| super::resources::parse_quantity(v, 1.0))
                 .unwrap_or(110),
-            used: on_node
-                .iter()
-                .fold(Amount::default(), |a, p| a.plus(pod_allocated(p))),
-            pods: i64::try_from(on_node.len()).unwrap_or(i64::MAX),
+            used,
+            pods,
             schedulable: node.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true),
         }
     }
