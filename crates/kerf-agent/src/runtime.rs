@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::apiclient::{ApiHealth, Guard};
 use crate::cache::CacheSet;
 use crate::cli::LogFormat;
 use crate::clock::{SharedClock, SystemClock};
@@ -93,6 +94,8 @@ impl Agent {
     /// controllers. Asks discovery once whether `pods/resize` is served (design D19).
     pub async fn start(client: kube::Client, settings: Settings, clock: SharedClock) -> Agent {
         let settings = Arc::new(settings);
+        let guard = Guard::new(settings.reconcile.write_rate());
+        let client = guard.wrap(client);
         let metrics = Arc::new(Metrics::new());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -113,7 +116,8 @@ impl Agent {
             metrics.leader.leader.set(1);
             always_leader()
         };
-        spawn_metrics_server(&mut tasks, &settings, &metrics, &cache, shutdown.clone());
+        let ready = ready_check(&cache, &guard.health);
+        spawn_metrics_server(&mut tasks, &settings, &metrics, ready, shutdown.clone());
         crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,
@@ -130,6 +134,7 @@ impl Agent {
             metrics,
             shutdown,
             resize_subresource,
+            api_health: guard.health.clone(),
         };
         tasks.spawn(leader_work(ctx.clone()));
         tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");
@@ -166,18 +171,26 @@ impl Agent {
     }
 }
 
+/// Ready once every watch listed and while the API server answers.
+fn ready_check(cache: &CacheSet, health: &ApiHealth) -> metrics::ReadyCheck {
+    let cache = cache.clone();
+    let health = health.clone();
+    Arc::new(move || {
+        if !cache.is_synced() {
+            return Err("caches not synced");
+        }
+        health.outage().map_or(Ok(()), Err)
+    })
+}
+
 fn spawn_metrics_server(
     tasks: &mut JoinSet<()>,
     settings: &Settings,
     metrics: &Metrics,
-    cache: &CacheSet,
+    ready: metrics::ReadyCheck,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let ready_cache = cache.clone();
-    let router = metrics::router(
-        metrics.registry.clone(),
-        Arc::new(move || ready_cache.is_synced()),
-    );
+    let router = metrics::router(metrics.registry.clone(), ready);
     let addr = settings.metrics_addr;
     tasks.spawn(async move {
         let stop = async move {
