@@ -98,6 +98,33 @@ impl Guard {
     }
 }
 
+/// How often the API server is asked while its last answer was an outage.
+pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// While the last answer was an outage, asks `GET /version` every [`PROBE_EVERY`] through
+/// `client` (a client of [`Guard::wrap`]), so the server's return shows even when nothing
+/// else sends a request. Runs until `shutdown`.
+pub async fn probe_while_down(
+    client: kube::Client,
+    health: ApiHealth,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut up = health.subscribe();
+    loop {
+        tokio::select! {
+            r = up.wait_for(|u| !*u) => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        while !*up.borrow() {
+            tokio::select! {
+                _ = tokio::time::sleep(PROBE_EVERY) => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            let _ = tokio::time::timeout(PROBE_EVERY, client.apiserver_version()).await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,7 @@ pub fn main(settings: Settings) -> ExitCode {
 /// Logs go to standard output: `text` with colour codes only when standard output is a
 /// terminal, `json` as one object per line with the message and fields at the top level.
 fn init_tracing(log: &LogSettings) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&log.filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(quiet_client_trace(&log.filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let res = match log.format {
@@ -66,9 +66,20 @@ fn init_tracing(log: &LogSettings) {
     }
 }
 
+/// `filter` with kube's per-request failure lines off unless it names `kube_client`: the
+/// agent logs each failed call itself, with the object it was for, and a line per failed
+/// request of every watch would flood the log during an API server outage.
+fn quiet_client_trace(filter: &str) -> String {
+    if filter.contains("kube_client") {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    }
+}
+
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await.map_err(|e| {
+    let client = client().await.map_err(|e| {
         anyhow::anyhow!("cannot build a Kubernetes client (in-cluster or KUBECONFIG): {e}")
     })?;
     let agent = Agent::start(client, settings, Arc::new(SystemClock)).await;
@@ -76,6 +87,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     agent.stop().await;
     Ok(())
+}
+
+/// The Kubernetes client from the in-cluster configuration or `KUBECONFIG`, without kube's
+/// own retries of 429, 503 and 504 answers: the watches and the reconciler back off
+/// themselves, and an API server outage shows at once (readiness, no pass started).
+async fn client() -> Result<kube::Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    config.default_retry = false;
+    kube::Client::try_from(config)
 }
 
 /// A running agent: the watches, the metrics server and the leader's controllers. `run`
@@ -116,6 +138,11 @@ impl Agent {
             metrics.leader.leader.set(1);
             always_leader()
         };
+        tasks.spawn(crate::apiclient::probe_while_down(
+            client.clone(),
+            guard.health.clone(),
+            shutdown.clone(),
+        ));
         let ready = ready_check(&cache, &guard.health);
         spawn_metrics_server(&mut tasks, &settings, &metrics, ready, shutdown.clone());
         crate::webhook::spawn(
@@ -267,4 +294,21 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quiet_client_trace;
+
+    #[test]
+    fn kube_request_failures_are_off_unless_the_filter_names_kube_client() {
+        assert_eq!(
+            quiet_client_trace("info"),
+            "info,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            quiet_client_trace("info,kube_client=debug"),
+            "info,kube_client=debug"
+        );
+    }
 }

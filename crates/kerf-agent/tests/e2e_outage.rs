@@ -194,8 +194,9 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
         "agent CPU {cpu:.2}s during a {secs}s outage"
     );
     let logged = lines1 - lines0;
+    // Each watch retries at most every 10 s (plus jitter) and logs once per failure.
     assert!(
-        (logged as f64) <= 60.0 + 3.0 * secs,
+        (logged as f64) <= 40.0 + 5.0 * secs,
         "{logged} log lines during a {secs}s outage"
     );
 
@@ -206,9 +207,16 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
         || async { readyz(port).await.filter(|(c, _)| *c == 200) },
     )
     .await?;
-    for i in 0..WORKLOADS {
-        env.wait_phase(&format!("web-{i}"), "Applied").await?;
-    }
+    eventually("every change Applied", Duration::from_secs(90), || async {
+        for i in 0..WORKLOADS {
+            let rsr = env.rsr(&format!("web-{i}")).await.ok()??;
+            if rsr["status"]["phase"] != "Applied" {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await?;
     let sent = writes(ended, Instant::now());
     assert!(
         sent.len() >= WORKLOADS,

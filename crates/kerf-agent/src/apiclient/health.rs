@@ -115,6 +115,11 @@ impl ApiHealth {
         oldest.is_none_or(|t| now.saturating_duration_since(t) < HANG_AFTER)
     }
 
+    /// Follows whether the last answer was not an outage.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.up.subscribe()
+    }
+
     /// Why the API server counts as down, for the readiness answer; `None` while it is up.
     pub fn outage(&self) -> Option<&'static str> {
         if !*self.up.borrow() {

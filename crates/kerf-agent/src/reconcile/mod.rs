@@ -122,6 +122,8 @@ pub struct Reconciler {
     watcher: Arc<crate::health::Watcher>,
     /// Turns true once the hub poll of this term finished its first round.
     first_poll: Option<watch::Receiver<bool>>,
+    /// An rsr sync was skipped or cut off by an API server outage.
+    rsr_sync_owed: bool,
 }
 
 impl Reconciler {
@@ -146,6 +148,7 @@ impl Reconciler {
             memory: Memory::default(),
             watcher,
             first_poll: None,
+            rsr_sync_owed: false,
         }
     }
 
@@ -196,7 +199,13 @@ impl Reconciler {
         }
     }
 
-    async fn sync_rsrs(&self) {
+    /// Mirrors the hub's recommendations into rsrs. While the API server does not answer
+    /// nothing is sent: the sync is owed and made once it answers again.
+    async fn sync_rsrs(&mut self) {
+        self.rsr_sync_owed = !self.ctx.api_health.is_up();
+        if self.rsr_sync_owed {
+            return;
+        }
         let hub = self.hub.borrow().clone();
         let Some(list) = hub.last_good_recommendations.as_ref() else {
             return;
@@ -219,6 +228,7 @@ impl Reconciler {
             tracing::debug!(?report, "rsrs synced");
         }
         let up = self.ctx.api_health.is_up();
+        self.rsr_sync_owed = !errors.is_empty() && !up;
         for e in errors {
             if up {
                 tracing::warn!(error = %e, category = e.category(), "rsr sync failed");
@@ -241,6 +251,9 @@ impl Reconciler {
         let mut resync = tokio::time::interval(RESYNC);
         let mut policies_seen = None;
         loop {
+            if self.rsr_sync_owed && self.ctx.api_health.is_up() {
+                self.sync_rsrs().await;
+            }
             self.pass(std::mem::take(&mut dirty)).await;
             self.sync_policies(&mut policies_seen).await;
             let now = self.ctx.clock.now();
@@ -251,12 +264,16 @@ impl Reconciler {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let sleep = if self.memory.schedule.requeued.is_empty() {
+            let mut sleep = if self.memory.schedule.requeued.is_empty() {
                 next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default())
             } else {
                 // A pass acted: its next step follows at once.
                 Duration::ZERO
             };
+            if self.rsr_sync_owed {
+                // Looks again soon for the API server's return.
+                sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
+            }
             tokio::select! {
                 c = changes.recv() => match c {
                     Ok(Change::Workload(k)) => { dirty.insert(k); }

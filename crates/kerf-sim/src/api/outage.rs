@@ -97,6 +97,32 @@ impl Outage {
     }
 }
 
+/// The body of `POST /sim/outage` on the control listener: the whole outage in seconds,
+/// a third in each phase.
+#[derive(Debug, serde::Deserialize)]
+pub struct OutageRequest {
+    /// Length of the outage.
+    pub seconds: u64,
+}
+
+/// `POST /sim/outage`: starts an outage (202) unless one is running (409).
+pub async fn post_outage(
+    axum::extract::State(ctx): axum::extract::State<crate::context::SimContext>,
+    body: axum::body::Bytes,
+) -> (http::StatusCode, String) {
+    let req: OutageRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return (http::StatusCode::BAD_REQUEST, format!("bad outage: {e}\n")),
+    };
+    let outage = ctx.state.outage.clone();
+    if outage.mode() != OutageMode::Up {
+        return (http::StatusCode::CONFLICT, "an outage is running\n".into());
+    }
+    let plan = OutagePlan::even(Duration::from_secs(req.seconds));
+    tokio::spawn(async move { outage.run(plan).await });
+    (http::StatusCode::ACCEPTED, format!("{plan:?}\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
