@@ -1,5 +1,5 @@
 //! Scale run of the agent: kerf-sim (in this process) with N Deployments of P pods written
-//! straight into its store, the dev hub with one recommendation per workload (a share of
+//! straight into its store (its controllers and kubelet make and start the pods), the dev hub with one recommendation per workload (a share of
 //! them a change, the rest equal to the requests), a policy in auto-patch with the
 //! in-place strategy, and `kerf-agent run` as a separate process. Prints one JSON line:
 //! cache sync, every rsr with a phase, every change Applied, the agent's RSS after the
@@ -17,7 +17,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kerf_api::RightsizingRecommendation;
-use kerf_sim::controllers::common::template_hash;
 use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
 use kube::Api;
@@ -82,49 +81,30 @@ fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
                  "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}})
 }
 
-/// One Deployment with its ReplicaSet (at the hash the sim's controller computes) and pods.
+/// Writes Deployment `d` into the store; the sim's controllers make its ReplicaSet and
+/// pods, and its kubelet starts them.
 fn populate_one(ctx: &SimContext, d: usize, per: usize) -> anyhow::Result<()> {
     let (ns, name) = (namespace(d), format!("app-{d}"));
-    let dep = ctx
-        .store
+    ctx.store
         .create(&gvr::DEPLOYMENTS, deployment(&ns, &name, per), "kubectl")?;
-    let template = dep["spec"]["template"].clone();
-    let hash = template_hash(&template);
-    let labels = json!({"app": name, "pod-template-hash": hash});
-    let mut rs_template = template.clone();
-    rs_template["metadata"]["labels"] = labels.clone();
-    let rs_name = format!("{name}-{hash}");
-    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": rs_name, "namespace": ns, "labels": labels,
-            "annotations": {"deployment.kubernetes.io/revision": "1"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
-                "uid": dep["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
-        "spec": {"replicas": per, "selector": {"matchLabels": labels}, "template": rs_template}});
-    let rs = ctx
-        .store
-        .create(&gvr::REPLICASETS, rs, "kube-controller-manager")?;
-    let nodes = ctx.config.nodes.max(1);
-    for p in 0..per {
-        let node = kerf_sim::sim::node_name((d * per + p) % nodes + 1);
-        let pod = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("{rs_name}-{p:05}"), "namespace": ns,
-                "labels": rs["metadata"]["labels"],
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": rs_name, "uid": rs["metadata"]["uid"],
-                    "controller": true, "blockOwnerDeletion": true}]},
-            "spec": {"nodeName": node, "containers": template["spec"]["containers"]},
-            "status": {"phase": "Running", "qosClass": "Burstable", "podIP": "10.244.1.10",
-                "startTime": "2026-01-01T00:00:00Z",
-                "conditions": [{"type": "Ready", "status": "True",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-                "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0,
-                    "image": IMAGE, "started": true,
-                    "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
-                    "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}});
-        ctx.store
-            .create(&gvr::PODS, pod, "kube-controller-manager")?;
-    }
     Ok(())
+}
+
+/// Waits until the store holds `want` Ready pods.
+async fn wait_pods(ctx: &SimContext, want: usize) -> anyhow::Result<f64> {
+    wait_until("every pod Ready", Duration::from_secs(3600), || async {
+        let (pods, _) = ctx.store.list(&gvr::PODS, None);
+        let ready = pods
+            .iter()
+            .filter(|p| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            })
+            .count();
+        ready >= want
+    })
+    .await
 }
 
 fn populate(ctx: &SimContext, args: &Args) -> anyhow::Result<()> {
@@ -436,7 +416,8 @@ fn check_baseline(path: &PathBuf, result: &Value) -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<Value> {
-    let nodes = (args.workloads * args.pods / 100).max(3);
+    // 15 pods of 200m on a node of 4 CPUs.
+    let nodes = (args.workloads * args.pods).div_ceil(15).max(3);
     let sim = Sim::start(SimConfig {
         nodes,
         node_max_pods: 250,
@@ -444,6 +425,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     })
     .await?;
     populate(sim.context(), &args)?;
+    let pods_s = wait_pods(sim.context(), args.workloads * args.pods).await?;
+    eprintln!("{} pods Ready after {pods_s:.1} s", args.workloads * args.pods);
     apply_cluster_objects(&sim.client()).await?;
     let hub = kerf_sim::hub::start(kerf_sim::hub::DevHubConfig::default()).await?;
     hub.set_config(CLUSTER, Default::default());
