@@ -97,9 +97,10 @@ async fn wait_pods(ctx: &SimContext, want: usize) -> anyhow::Result<f64> {
         let ready = pods
             .iter()
             .filter(|p| {
-                p["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
             })
             .count();
         ready >= want
@@ -426,7 +427,10 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     .await?;
     populate(sim.context(), &args)?;
     let pods_s = wait_pods(sim.context(), args.workloads * args.pods).await?;
-    eprintln!("{} pods Ready after {pods_s:.1} s", args.workloads * args.pods);
+    eprintln!(
+        "{} pods Ready after {pods_s:.1} s",
+        args.workloads * args.pods
+    );
     apply_cluster_objects(&sim.client()).await?;
     let hub = kerf_sim::hub::start(kerf_sim::hub::DevHubConfig::default()).await?;
     hub.set_config(CLUSTER, Default::default());

@@ -105,20 +105,18 @@ pub struct OutageRequest {
     pub seconds: u64,
 }
 
-/// `POST /sim/outage`: starts an outage (202) unless one is running (409).
-pub async fn post_outage(
-    axum::extract::State(ctx): axum::extract::State<crate::context::SimContext>,
-    body: axum::body::Bytes,
-) -> (http::StatusCode, String) {
-    let req: OutageRequest = match serde_json::from_slice(&body) {
+/// `POST /sim/outage` with `body`: starts an outage on `outage` (202) unless one is running
+/// (409).
+pub fn post_outage(outage: &Outage, body: &[u8]) -> (http::StatusCode, String) {
+    let req: OutageRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return (http::StatusCode::BAD_REQUEST, format!("bad outage: {e}\n")),
     };
-    let outage = ctx.state.outage.clone();
     if outage.mode() != OutageMode::Up {
         return (http::StatusCode::CONFLICT, "an outage is running\n".into());
     }
     let plan = OutagePlan::even(Duration::from_secs(req.seconds));
+    let outage = outage.clone();
     tokio::spawn(async move { outage.run(plan).await });
     (http::StatusCode::ACCEPTED, format!("{plan:?}\n"))
 }
