@@ -221,6 +221,34 @@ pub struct RunArgs {
     )]
     pub lease_retry_period: String,
 
+    /// Workloads reconciled at once (one pass per workload at a time).
+    #[arg(
+        long,
+        env = "KERF_RECONCILE_CONCURRENCY",
+        default_value = "16",
+        help_heading = "Reconciler"
+    )]
+    pub reconcile_concurrency: String,
+
+    /// Actuating writes (pod resizes and evictions, template applies, HPA patches) per
+    /// second once the burst is spent.
+    #[arg(
+        long,
+        env = "KERF_MAX_WRITES_PER_SECOND",
+        default_value = "20",
+        help_heading = "Reconciler"
+    )]
+    pub max_writes_per_second: String,
+
+    /// Actuating writes that may go out at once before the rate applies.
+    #[arg(
+        long,
+        env = "KERF_WRITE_BURST",
+        default_value = "40",
+        help_heading = "Reconciler"
+    )]
+    pub write_burst: String,
+
     /// Most events the outbox holds; the oldest is dropped beyond it.
     #[arg(
         long,

@@ -31,6 +31,8 @@ pub struct Context {
     pub shutdown: watch::Receiver<bool>,
     /// Whether the API server serves `pods/resize` (design D19), from discovery at start.
     pub resize_subresource: bool,
+    /// Whether the API server answers, as the client's requests see it.
+    pub api_health: crate::apiclient::ApiHealth,
 }
 
 impl Context {

@@ -1,5 +1,6 @@
 //! The Kerf agent: settings, caches, leader election, metrics and the `run` command.
 
+pub mod apiclient;
 pub mod cache;
 pub mod cli;
 pub mod clock;

@@ -213,8 +213,9 @@ fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
     Ok(out)
 }
 
-/// Answers readiness: true once the agent may serve (the caches have synced).
-pub type ReadyCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Answers readiness: `Ok` once the agent may serve (the caches have synced and the API
+/// server answers), else why not.
+pub type ReadyCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
 
 #[derive(Clone)]
 struct ServerState {
@@ -247,10 +248,9 @@ async fn metrics_handler(State(s): State<ServerState>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(s): State<ServerState>) -> impl IntoResponse {
-    if (s.ready)() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    match (s.ready)() {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
@@ -384,7 +384,13 @@ mod tests {
         let r = ready.clone();
         let app = router(
             Metrics::new().registry,
-            Arc::new(move || r.load(Ordering::SeqCst)),
+            Arc::new(move || {
+                if r.load(Ordering::SeqCst) {
+                    Ok(())
+                } else {
+                    Err("caches not synced")
+                }
+            }),
         );
         let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
         let resp = app.clone().oneshot(get("/readyz")).await.unwrap();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::apiclient::{ApiHealth, Guard};
 use crate::cache::CacheSet;
 use crate::cli::LogFormat;
 use crate::clock::{SharedClock, SystemClock};
@@ -47,7 +48,7 @@ pub fn main(settings: Settings) -> ExitCode {
 /// Logs go to standard output: `text` with colour codes only when standard output is a
 /// terminal, `json` as one object per line with the message and fields at the top level.
 fn init_tracing(log: &LogSettings) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&log.filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(quiet_client_trace(&log.filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let res = match log.format {
@@ -65,9 +66,20 @@ fn init_tracing(log: &LogSettings) {
     }
 }
 
+/// `filter` with kube's per-request failure lines off unless it names `kube_client`: the
+/// agent logs each failed call itself, with the object it was for, and a line per failed
+/// request of every watch would flood the log during an API server outage.
+fn quiet_client_trace(filter: &str) -> String {
+    if filter.contains("kube_client") {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    }
+}
+
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await.map_err(|e| {
+    let client = client().await.map_err(|e| {
         anyhow::anyhow!("cannot build a Kubernetes client (in-cluster or KUBECONFIG): {e}")
     })?;
     let agent = Agent::start(client, settings, Arc::new(SystemClock)).await;
@@ -75,6 +87,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     agent.stop().await;
     Ok(())
+}
+
+/// The Kubernetes client from the in-cluster configuration or `KUBECONFIG`, without kube's
+/// own retries of 429, 503 and 504 answers: the watches and the reconciler back off
+/// themselves, and an API server outage shows at once (readiness, no pass started).
+async fn client() -> Result<kube::Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    config.default_retry = false;
+    kube::Client::try_from(config)
 }
 
 /// A running agent: the watches, the metrics server and the leader's controllers. `run`
@@ -93,6 +116,8 @@ impl Agent {
     /// controllers. Asks discovery once whether `pods/resize` is served (design D19).
     pub async fn start(client: kube::Client, settings: Settings, clock: SharedClock) -> Agent {
         let settings = Arc::new(settings);
+        let guard = Guard::new(settings.reconcile.write_rate());
+        let client = guard.wrap(client);
         let metrics = Arc::new(Metrics::new());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -113,7 +138,13 @@ impl Agent {
             metrics.leader.leader.set(1);
             always_leader()
         };
-        spawn_metrics_server(&mut tasks, &settings, &metrics, &cache, shutdown.clone());
+        tasks.spawn(crate::apiclient::probe_while_down(
+            client.clone(),
+            guard.health.clone(),
+            shutdown.clone(),
+        ));
+        let ready = ready_check(&cache, &guard.health);
+        spawn_metrics_server(&mut tasks, &settings, &metrics, ready, shutdown.clone());
         crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,
@@ -130,6 +161,7 @@ impl Agent {
             metrics,
             shutdown,
             resize_subresource,
+            api_health: guard.health.clone(),
         };
         tasks.spawn(leader_work(ctx.clone()));
         tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");
@@ -166,18 +198,26 @@ impl Agent {
     }
 }
 
+/// Ready once every watch listed and while the API server answers.
+fn ready_check(cache: &CacheSet, health: &ApiHealth) -> metrics::ReadyCheck {
+    let cache = cache.clone();
+    let health = health.clone();
+    Arc::new(move || {
+        if !cache.is_synced() {
+            return Err("caches not synced");
+        }
+        health.outage().map_or(Ok(()), Err)
+    })
+}
+
 fn spawn_metrics_server(
     tasks: &mut JoinSet<()>,
     settings: &Settings,
     metrics: &Metrics,
-    cache: &CacheSet,
+    ready: metrics::ReadyCheck,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let ready_cache = cache.clone();
-    let router = metrics::router(
-        metrics.registry.clone(),
-        Arc::new(move || ready_cache.is_synced()),
-    );
+    let router = metrics::router(metrics.registry.clone(), ready);
     let addr = settings.metrics_addr;
     tasks.spawn(async move {
         let stop = async move {
@@ -254,4 +294,21 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quiet_client_trace;
+
+    #[test]
+    fn kube_request_failures_are_off_unless_the_filter_names_kube_client() {
+        assert_eq!(
+            quiet_client_trace("info"),
+            "info,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            quiet_client_trace("info,kube_client=debug"),
+            "info,kube_client=debug"
+        );
+    }
 }

@@ -117,6 +117,8 @@ pub struct Settings {
     pub leader_election: LeaderElectionSettings,
     /// Outbox bounds.
     pub outbox: OutboxSettings,
+    /// Concurrent passes and the limit on actuating writes.
+    pub reconcile: ReconcileSettings,
     /// Listen address of /metrics, /healthz and /readyz.
     pub metrics_addr: SocketAddr,
     /// Webhook server.
@@ -256,6 +258,28 @@ pub struct OutboxSettings {
     pub max_bytes: u64,
 }
 
+/// Concurrent passes and the client-side limit on actuating writes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileSettings {
+    /// Workloads reconciled at once (at least 1).
+    pub concurrency: u32,
+    /// Actuating writes per second once the burst is spent (at least 1).
+    pub writes_per_second: u32,
+    /// Actuating writes that may go out at once (at least 1).
+    pub write_burst: u32,
+}
+
+impl ReconcileSettings {
+    /// The rate of the write limiter.
+    pub fn write_rate(&self) -> crate::apiclient::WriteRate {
+        crate::apiclient::WriteRate {
+            per_second: self.writes_per_second,
+            burst: self.write_burst,
+        }
+    }
+}
+
 /// Webhook server settings.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -352,6 +376,14 @@ impl Settings {
             outbox: OutboxSettings {
                 max_events: parse_count("outbox-max-events", &args.outbox_max_events)? as usize,
                 max_bytes: parse_bytes("outbox-max-bytes", &args.outbox_max_bytes)?,
+            },
+            reconcile: ReconcileSettings {
+                concurrency: parse_count("reconcile-concurrency", &args.reconcile_concurrency)?,
+                writes_per_second: parse_count(
+                    "max-writes-per-second",
+                    &args.max_writes_per_second,
+                )?,
+                write_burst: parse_count("write-burst", &args.write_burst)?,
             },
             metrics_addr: parse_addr("metrics-addr", &args.metrics_addr)?,
             webhook: WebhookSettings {

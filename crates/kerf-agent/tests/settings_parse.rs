@@ -60,6 +60,9 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(le.retry_period, Duration::from_secs(2));
     assert_eq!(s.outbox.max_events, 10_000);
     assert_eq!(s.outbox.max_bytes, 8 * 1024 * 1024);
+    assert_eq!(s.reconcile.concurrency, 16);
+    assert_eq!(s.reconcile.writes_per_second, 20);
+    assert_eq!(s.reconcile.write_burst, 40);
     assert_eq!(s.metrics_addr.to_string(), "0.0.0.0:8080");
     assert_eq!(s.webhook.addr.to_string(), "0.0.0.0:8443");
 }
@@ -202,6 +205,15 @@ fn each_invalid_value_is_named() {
         ),
         (&["--outbox-max-events=-1"], "invalid --outbox-max-events"),
         (&["--outbox-max-bytes", "8MB"], "invalid --outbox-max-bytes"),
+        (
+            &["--reconcile-concurrency=0"],
+            "invalid --reconcile-concurrency",
+        ),
+        (
+            &["--max-writes-per-second", "0"],
+            "invalid --max-writes-per-second",
+        ),
+        (&["--write-burst", "lots"], "invalid --write-burst"),
         (&["--metrics-addr", "localhost"], "invalid --metrics-addr"),
         (&["--webhook-addr", "x:y"], "invalid --webhook-addr"),
         (

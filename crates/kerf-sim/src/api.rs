@@ -10,6 +10,7 @@ pub mod eviction;
 pub mod kubeconfig;
 pub mod list;
 pub mod openapi;
+pub mod outage;
 pub mod patch;
 pub mod protobuf;
 pub mod resize;

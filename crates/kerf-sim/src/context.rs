@@ -104,6 +104,8 @@ pub struct SimState {
     pub(crate) webhooks: WebhookRoutes,
     /// RBAC and ResourceQuota refusals of `pods/resize`.
     pub resize: ResizeFaults,
+    /// The API server's outage switch.
+    pub outage: crate::api::outage::Outage,
 }
 
 impl SimState {

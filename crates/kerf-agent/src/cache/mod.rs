@@ -6,6 +6,7 @@
 //! Deployment, rsrs by workload (design D4), HPAs by target, PDBs by namespace. Each
 //! update reports which workloads it touched on a broadcast channel for the reconciler.
 
+mod backoff;
 pub mod cluster;
 pub mod kerf;
 pub mod metrics;

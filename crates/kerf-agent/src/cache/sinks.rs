@@ -32,7 +32,8 @@ async fn drive<W, T>(cache: CacheSet, api: Api<W>, ops: Ops<W, T>, metrics: Cach
 where
     W: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream =
+        watcher::watcher(api, watcher::Config::default()).backoff(super::backoff::watch_backoff());
     let mut stream = std::pin::pin!(stream);
     let mut interner = Interner::default();
     let mut buffer: Vec<T> = Vec::new();

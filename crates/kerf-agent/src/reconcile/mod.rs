@@ -8,6 +8,7 @@
 //! workload. Every actuating write checks the lease locally first (design D25).
 
 pub mod act;
+mod dispatch;
 pub mod facts;
 pub mod failure;
 pub mod fresh;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
@@ -49,6 +51,9 @@ pub const RESYNC: Duration = Duration::from_secs(60);
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// Longest backoff.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// While the API server does not answer, workloads due for a pass are looked at again
+/// this much later.
+const API_RECHECK: chrono::Duration = chrono::Duration::seconds(2);
 /// After a 409 the rsr is read again this many milliseconds later.
 const CONFLICT_RETRY_MS: i64 = 200;
 
@@ -118,6 +123,8 @@ pub struct Reconciler {
     watcher: Arc<crate::health::Watcher>,
     /// Turns true once the hub poll of this term finished its first round.
     first_poll: Option<watch::Receiver<bool>>,
+    /// An rsr sync was skipped or cut off by an API server outage.
+    rsr_sync_owed: bool,
 }
 
 impl Reconciler {
@@ -142,6 +149,7 @@ impl Reconciler {
             memory: Memory::default(),
             watcher,
             first_poll: None,
+            rsr_sync_owed: false,
         }
     }
 
@@ -192,7 +200,13 @@ impl Reconciler {
         }
     }
 
-    async fn sync_rsrs(&self) {
+    /// Mirrors the hub's recommendations into rsrs. While the API server does not answer
+    /// nothing is sent: the sync is owed and made once it answers again.
+    async fn sync_rsrs(&mut self) {
+        self.rsr_sync_owed = !self.ctx.api_health.is_up();
+        if self.rsr_sync_owed {
+            return;
+        }
         let hub = self.hub.borrow().clone();
         let Some(list) = hub.last_good_recommendations.as_ref() else {
             return;
@@ -214,8 +228,15 @@ impl Reconciler {
         if !report.applied.is_empty() || !report.withdrawn.is_empty() {
             tracing::debug!(?report, "rsrs synced");
         }
+        let up = self.ctx.api_health.is_up();
+        self.rsr_sync_owed = !errors.is_empty() && !up;
         for e in errors {
-            tracing::warn!(error = %e, category = e.category(), "rsr sync failed");
+            if up {
+                tracing::warn!(error = %e, category = e.category(), "rsr sync failed");
+            } else {
+                // `/readyz` and the watches report the outage; one line per rsr is noise.
+                tracing::debug!(error = %e, category = e.category(), "rsr sync failed");
+            }
         }
     }
 
@@ -231,6 +252,9 @@ impl Reconciler {
         let mut resync = tokio::time::interval(RESYNC);
         let mut policies_seen = None;
         loop {
+            if self.rsr_sync_owed && self.ctx.api_health.is_up() {
+                self.sync_rsrs().await;
+            }
             self.pass(std::mem::take(&mut dirty)).await;
             self.sync_policies(&mut policies_seen).await;
             let now = self.ctx.clock.now();
@@ -241,12 +265,16 @@ impl Reconciler {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let sleep = if self.memory.schedule.requeued.is_empty() {
+            let mut sleep = if self.memory.schedule.requeued.is_empty() {
                 next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default())
             } else {
                 // A pass acted: its next step follows at once.
                 Duration::ZERO
             };
+            if self.rsr_sync_owed {
+                // Looks again soon for the API server's return.
+                sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
+            }
             tokio::select! {
                 c = changes.recv() => match c {
                     Ok(Change::Workload(k)) => { dirty.insert(k); }
@@ -326,10 +354,10 @@ impl Reconciler {
     }
 
     /// Writes the policies' status when a policy or the set of workloads changed since the
-    /// last successful sync (or a resync forces it).
+    /// last successful sync (or a resync forces it), once the API server answers.
     async fn sync_policies(&self, seen: &mut Option<PolicyMark>) {
         let mark = policy_mark(&self.ctx.cache);
-        if seen.as_ref() == Some(&mark) {
+        if seen.as_ref() == Some(&mark) || !self.ctx.api_health.is_up() {
             return;
         }
         let hub = self.hub.borrow().clone();
@@ -373,75 +401,96 @@ impl Reconciler {
         ordered
     }
 
+    /// Runs the passes of `keys`, up to `reconcile.concurrency` at once, the urgent ones
+    /// started first. While the API server does not answer nothing starts: the workloads
+    /// are looked at again after [`API_RECHECK`].
     async fn pass(&mut self, keys: BTreeSet<WorkloadKey>) {
         let now = self.ctx.clock.now();
+        let mut jobs = Vec::new();
         for key in self.urgent_first(keys, now) {
             if let Some((_, until)) = self.memory.schedule.backoff.get(&key)
                 && *until > now
             {
                 continue;
             }
-            let hub = self.hub.borrow().clone();
-            let started = std::time::Instant::now();
-            let res = reconcile_key(
-                &self.ctx,
-                &hub,
-                &self.recorder,
-                &mut self.memory,
-                &self.watcher,
-                &key,
-            )
-            .await;
+            let ids = dispatch::change_ids(&self.ctx.cache, &key);
+            let part = dispatch::take(&mut self.memory, &key, &ids);
+            jobs.push((key, part));
+        }
+        let hub = self.hub.borrow().clone();
+        let Reconciler {
+            ctx,
+            recorder,
+            watcher,
+            memory,
+            ..
+        } = self;
+        let limit = usize::try_from(ctx.settings.reconcile.concurrency).unwrap_or(1);
+        let (ctx, hub, recorder, watcher) = (&*ctx, &hub, &*recorder, &**watcher);
+        let mut passes = futures::stream::iter(jobs)
+            .map(|(key, mut part)| async move {
+                if !ctx.api_health.is_up() {
+                    return (key, part, None);
+                }
+                let started = std::time::Instant::now();
+                let res = reconcile_key(ctx, hub, recorder, &mut part, watcher, &key).await;
+                (key, part, Some((res, started.elapsed())))
+            })
+            .buffer_unordered(limit.max(1));
+        while let Some((key, part, ran)) = passes.next().await {
+            dispatch::put_back(memory, part);
+            let Some((res, took)) = ran else {
+                memory.schedule.wake_at(now + API_RECHECK, &key);
+                continue;
+            };
             let result = match &res {
                 Ok(()) => "ok",
                 Err(e) => e.category(),
             };
-            self.ctx
-                .metrics
+            ctx.metrics
                 .reconcile
                 .duration
                 .get_or_create(&crate::metrics::ResultLabel {
                     result: result.to_owned(),
                 })
-                .observe(started.elapsed().as_secs_f64());
+                .observe(took.as_secs_f64());
             match res {
                 Ok(()) => {
-                    self.memory.schedule.backoff.remove(&key);
+                    memory.schedule.backoff.remove(&key);
                 }
-                Err(e) => self.back_off(&key, &e, now),
+                Err(e) => back_off(memory, &key, &e, now),
             }
         }
     }
+}
 
-    fn back_off(&mut self, key: &WorkloadKey, e: &KeyError, now: DateTime<Utc>) {
-        if matches!(
-            e,
-            KeyError::Intent(crate::intent::IntentError::Conflict { .. })
-        ) {
-            // Someone else wrote the rsr: read it again soon, no backoff (design D25).
-            tracing::debug!(workload = %key, error = %e, "rsr changed meanwhile; reading it again");
-            self.memory.writes.superseded.remove(key);
-            self.memory
-                .schedule
-                .wake_at(now + chrono::Duration::milliseconds(CONFLICT_RETRY_MS), key);
-            return;
-        }
-        let entry = self
-            .memory
+fn back_off(memory: &mut Memory, key: &WorkloadKey, e: &KeyError, now: DateTime<Utc>) {
+    if matches!(
+        e,
+        KeyError::Intent(crate::intent::IntentError::Conflict { .. })
+    ) {
+        // Someone else wrote the rsr: read it again soon, no backoff (design D25).
+        tracing::debug!(workload = %key, error = %e, "rsr changed meanwhile; reading it again");
+        memory.writes.superseded.remove(key);
+        memory
             .schedule
-            .backoff
-            .entry(key.clone())
-            .or_insert((0, now));
-        entry.0 = entry.0.saturating_add(1);
-        let secs = BACKOFF_BASE
-            .as_secs()
-            .saturating_mul(1 << entry.0.min(9))
-            .min(BACKOFF_MAX.as_secs());
-        let at = now + chrono::Duration::seconds(i64::try_from(secs).unwrap_or(300));
-        entry.1 = at;
-        self.memory.schedule.wake_at(at, key);
-        tracing::warn!(workload = %key, error = %e, category = e.category(), retry_in_s = secs, "reconcile failed");
+            .wake_at(now + chrono::Duration::milliseconds(CONFLICT_RETRY_MS), key);
+        return;
     }
+    let entry = memory
+        .schedule
+        .backoff
+        .entry(key.clone())
+        .or_insert((0, now));
+    entry.0 = entry.0.saturating_add(1);
+    let secs = BACKOFF_BASE
+        .as_secs()
+        .saturating_mul(1 << entry.0.min(9))
+        .min(BACKOFF_MAX.as_secs());
+    let at = now + chrono::Duration::seconds(i64::try_from(secs).unwrap_or(300));
+    entry.1 = at;
+    memory.schedule.wake_at(at, key);
+    tracing::warn!(workload = %key, error = %e, category = e.category(), retry_in_s = secs, "reconcile failed");
 }
 
 /// Starts the controllers of one leader term: the hub client and its poll loop, the

@@ -38,6 +38,8 @@ pub struct AuditRecord {
     pub status: u16,
     /// How long the API server took to answer (to its headers, for a watch).
     pub duration: Duration,
+    /// When the request arrived.
+    pub received: std::time::Instant,
 }
 
 impl AuditRecord {
@@ -213,6 +215,7 @@ mod tests {
             dry_run: query.contains("dryRun"),
             status: 200,
             duration: Duration::from_millis(1),
+            received: std::time::Instant::now(),
         }
     }
 

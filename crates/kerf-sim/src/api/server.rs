@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::audit::AuditRecord;
+use super::outage::OutageMode;
 use super::{
     Req, discovery, error_response, json_response, openapi, parse_query, path_not_found, routes,
 };
@@ -110,7 +111,8 @@ async fn to_req(r: Request<hyper::body::Incoming>) -> Req {
     }
 }
 
-/// Serves HTTPS on `listener` until `stop` turns true.
+/// Serves HTTPS on `listener` until `stop` turns true. While the outage switch refuses
+/// connections the listener is closed; it is bound again to the same address after.
 pub async fn serve(
     ctx: SimContext,
     listener: TcpListener,
@@ -118,35 +120,114 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let Ok(addr) = listener.local_addr() else {
+        return;
+    };
+    let mut listener = Some(listener);
+    let mut outage = ctx.state.outage.subscribe();
     loop {
+        let Some(open) = listener.as_ref() else {
+            tokio::select! {
+                _ = outage.wait_for(|m| *m != OutageMode::Refused) => {}
+                _ = stop.changed() => return,
+            }
+            listener = rebind(addr).await;
+            continue;
+        };
         let conn = tokio::select! {
-            c = listener.accept() => c,
+            c = open.accept() => c,
+            _ = outage.changed() => {
+                if *outage.borrow_and_update() == OutageMode::Refused {
+                    listener = None;
+                }
+                continue;
+            }
             _ = stop.changed() => return,
         };
         let Ok((tcp, _)) = conn else { continue };
-        let acceptor = acceptor.clone();
-        let ctx = ctx.clone();
-        let mut stop_conn = stop.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(move |r: Request<hyper::body::Incoming>| {
-                let ctx = ctx.clone();
-                async move {
-                    let req = to_req(r).await;
-                    tracing::debug!(method = %req.method, path = %req.path, "request");
-                    Ok::<_, Infallible>(serve_recorded(&ctx, req).await)
-                }
-            });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            tokio::select! {
-                _ = conn => {}
-                _ = stop_conn.changed() => {}
-            }
-        });
+        tokio::spawn(serve_connection(
+            ctx.clone(),
+            acceptor.clone(),
+            tcp,
+            stop.clone(),
+        ));
     }
+}
+
+/// Binds `addr` again after refused connections (a few tries: the port may linger).
+async fn rebind(addr: std::net::SocketAddr) -> Option<TcpListener> {
+    for _ in 0..50 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::debug!(%addr, error = %e, "cannot listen again yet"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::error!(%addr, "cannot listen again after the outage");
+    None
+}
+
+async fn serve_connection(
+    ctx: SimContext,
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    mut stop: watch::Receiver<bool>,
+) {
+    let cut = outage_cut(ctx.state.outage.subscribe());
+    let Ok(tls) = acceptor.accept(tcp).await else {
+        return;
+    };
+    let service = hyper::service::service_fn(move |r: Request<hyper::body::Incoming>| {
+        let ctx = ctx.clone();
+        async move {
+            let req = to_req(r).await;
+            tracing::debug!(method = %req.method, path = %req.path, "request");
+            Ok::<_, Infallible>(serve_guarded(&ctx, req).await)
+        }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    tokio::select! {
+        _ = conn => {}
+        _ = stop.changed() => {}
+        _ = cut => {}
+    }
+}
+
+/// Resolves when an outage cuts the connections open: when connections are refused, or
+/// when an outage starts while the server was up.
+async fn outage_cut(mut rx: watch::Receiver<OutageMode>) {
+    let mut prev = *rx.borrow_and_update();
+    while rx.changed().await.is_ok() {
+        let now = *rx.borrow_and_update();
+        if now == OutageMode::Refused || (prev == OutageMode::Up && now != OutageMode::Up) {
+            return;
+        }
+        prev = now;
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Answers `req` as the outage switch says: normally, a 503 at once, or a 503 once the
+/// hanging phase ends.
+async fn serve_guarded(ctx: &SimContext, req: Req) -> Response<Body> {
+    let outage = &ctx.state.outage;
+    let hung = outage.mode() == OutageMode::Hanging;
+    if hung {
+        outage.wait_past(OutageMode::Hanging).await;
+    }
+    if !hung && outage.mode() == OutageMode::Up {
+        return serve_recorded(ctx, req).await;
+    }
+    let mut record = pending(&req);
+    record.status = 503;
+    ctx.audit.record(record);
+    super::error_response(&crate::store::ApiError::new(
+        503,
+        "ServiceUnavailable",
+        "the API server is unavailable",
+        None,
+    ))
 }
 
 /// What is known of a request before it is answered.
@@ -163,6 +244,7 @@ fn pending(req: &Req) -> AuditRecord {
         dry_run: req.q("dryRun").is_some_and(|v| !v.is_empty()),
         status: 0,
         duration: Duration::ZERO,
+        received: Instant::now(),
     }
 }
 

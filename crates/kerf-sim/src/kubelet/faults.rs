@@ -178,6 +178,14 @@ pub async fn serve_control(ctx: &SimContext, addr: SocketAddr) -> std::io::Resul
     let local = listener.local_addr()?;
     let app = Router::new()
         .route("/sim/faults", post(post_fault))
+        .route(
+            "/sim/outage",
+            post(
+                |State(ctx): State<SimContext>, body: axum::body::Bytes| async move {
+                    crate::api::outage::post_outage(&ctx.state.outage, &body)
+                },
+            ),
+        )
         .route("/metrics/cadvisor", get(get_cadvisor))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(ctx.clone());

@@ -1,0 +1,475 @@
+//! Scale run of the agent: kerf-sim (in this process) with N Deployments of P pods written
+//! straight into its store (its controllers and kubelet make and start the pods), the dev hub with one recommendation per workload (a share of
+//! them a change, the rest equal to the requests), a policy in auto-patch with the
+//! in-place strategy, and `kerf-agent run` as a separate process. Prints one JSON line:
+//! cache sync, every rsr with a phase, every change Applied, the agent's RSS after the
+//! pass, then over an idle window its CPU, its API requests by verb and its decisions per
+//! second, and the actuating writes per second of the change wave.
+//!
+//! Run: `cargo build --release -p kerf-agent && cargo run --release -p kerf-agent --example
+//! scale -- --workloads 1000 --pods-per-workload 10`. `--baseline FILE` compares the run
+//! with a committed baseline and exits 1 when the time to phase or the RSS exceeds it by
+//! more than 25 %.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kerf_api::RightsizingRecommendation;
+use kerf_sim::sim::{Sim, SimConfig, SimContext};
+use kerf_sim::store::gvr;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+const NAMESPACES: usize = 10;
+const CLUSTER: &str = "scale";
+const IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+#[derive(Debug)]
+struct Args {
+    workloads: usize,
+    pods: usize,
+    change_share: f64,
+    idle: Duration,
+    baseline: Option<PathBuf>,
+    agent_args: Vec<String>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        workloads: 1000,
+        pods: 10,
+        change_share: 0.5,
+        idle: Duration::from_secs(60),
+        baseline: None,
+        agent_args: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--workloads" => a.workloads = value()?.parse()?,
+            "--pods-per-workload" => a.pods = value()?.parse()?,
+            "--change-share" => a.change_share = value()?.parse()?,
+            "--idle-seconds" => a.idle = Duration::from_secs(value()?.parse()?),
+            "--baseline" => a.baseline = Some(value()?.into()),
+            "--agent-arg" => a.agent_args.push(value()?),
+            other => anyhow::bail!(
+                "unknown argument {other}; known: --workloads --pods-per-workload \
+                 --change-share --idle-seconds --baseline --agent-arg"
+            ),
+        }
+    }
+    Ok(a)
+}
+
+fn namespace(d: usize) -> String {
+    format!("scale-{}", d % NAMESPACES)
+}
+
+fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                {"name": "app", "image": IMAGE,
+                 "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}})
+}
+
+/// Writes Deployment `d` into the store; the sim's controllers make its ReplicaSet and
+/// pods, and its kubelet starts them.
+fn populate_one(ctx: &SimContext, d: usize, per: usize) -> anyhow::Result<()> {
+    let (ns, name) = (namespace(d), format!("app-{d}"));
+    ctx.store
+        .create(&gvr::DEPLOYMENTS, deployment(&ns, &name, per), "kubectl")?;
+    Ok(())
+}
+
+/// Waits until the store holds `want` Ready pods.
+async fn wait_pods(ctx: &SimContext, want: usize) -> anyhow::Result<f64> {
+    wait_until("every pod Ready", Duration::from_secs(3600), || async {
+        let (pods, _) = ctx.store.list(&gvr::PODS, None);
+        let ready = pods
+            .iter()
+            .filter(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .count();
+        ready >= want
+    })
+    .await
+}
+
+fn populate(ctx: &SimContext, args: &Args) -> anyhow::Result<()> {
+    for n in 0..NAMESPACES {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("scale-{n}")}});
+        ctx.store.create(&gvr::NAMESPACES, obj, "kubectl")?;
+    }
+    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kerf-system"}});
+    ctx.store.create(&gvr::NAMESPACES, obj, "kubectl")?;
+    for d in 0..args.workloads {
+        populate_one(ctx, d, args.pods)?;
+    }
+    Ok(())
+}
+
+/// Whether workload `d` gets a change (spread evenly over the workloads).
+fn is_change(d: usize, share: f64) -> bool {
+    let before = (d as f64 * share).floor();
+    let after = ((d + 1) as f64 * share).floor();
+    after > before
+}
+
+fn recommendations(args: &Args) -> anyhow::Result<Vec<kerf_api::hub::Recommendation>> {
+    (0..args.workloads)
+        .map(|d| {
+            let (cpu, mem) = if is_change(d, args.change_share) {
+                ("100m", "128Mi")
+            } else {
+                ("200m", "256Mi")
+            };
+            Ok(serde_json::from_value(json!({
+                "workload": {"namespace": namespace(d), "kind": "Deployment",
+                    "name": format!("app-{d}")},
+                "recommendationID": format!("rec-{d}-{cpu}"),
+                "generatedAt": chrono::Utc::now(),
+                "confidence": "0.9",
+                "dataCoverage": {"covered": "336h", "window": "336h"},
+                "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
+                    "headroomPercent": 15, "limits": "Keep"},
+                "containers": [{"name": "app", "requests": {"cpu": cpu, "memory": mem},
+                    "confidence": "0.9"}],
+            }))?)
+        })
+        .collect()
+}
+
+async fn apply_cluster_objects(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use serde::Deserialize;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let text = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let crd = CustomResourceDefinition::deserialize(doc)?;
+        crds.create(&Default::default(), &crd).await?;
+    }
+    let namespaces: Vec<String> = (0..NAMESPACES).map(|n| format!("scale-{n}")).collect();
+    let policy: kerf_api::RightsizingPolicy = serde_json::from_value(json!({
+        "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
+        "metadata": {"name": "scale"},
+        "spec": {"priority": 10, "selector": {"namespaces": namespaces}, "mode": "auto-patch",
+            "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "1s",
+                "rollback": {"watchDuration": "1s"}},
+            "apply": {"strategy": "in-place", "fallbackAfter": "5m", "minWindowRemaining": "1s"}}
+    }))?;
+    let api: Api<kerf_api::RightsizingPolicy> = Api::all(client.clone());
+    // The CRD may take a moment to be served.
+    for _ in 0..50 {
+        if api.create(&Default::default(), &policy).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("cannot create the RightsizingPolicy")
+}
+
+/// The `kerf-agent` binary next to this example's directory (`target/release/`).
+fn agent_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
+    let bin = dir.join("kerf-agent");
+    if !bin.exists() {
+        anyhow::bail!(
+            "{} is missing: run `cargo build --release -p kerf-agent` first",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+struct Agent {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_agent(sim: &Sim, hub: &str, extra: &[String]) -> anyhow::Result<Agent> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(agent_binary()?)
+        .env("KUBECONFIG", sim.kubeconfig_path())
+        .args([
+            "run",
+            "--cluster-name",
+            CLUSTER,
+            "--namespace",
+            "kerf-system",
+        ])
+        .args(["--hub-url", hub, "--hub-poll-interval", "10s"])
+        .args(["--leader-election=false", "--webhook-addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .args(["--log-filter", "warn"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    Ok(Agent { child, port })
+}
+
+impl Agent {
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let r = reqwest::get(format!("http://127.0.0.1:{}{path}", self.port))
+            .await
+            .ok()?;
+        let code = r.status().as_u16();
+        Some((code, r.text().await.ok()?))
+    }
+
+    /// A field of /proc/PID/status in KiB.
+    fn status_kib(&self, field: &str) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no {field} for the agent"))
+    }
+
+    /// User plus system CPU seconds.
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
+        let f: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.split_whitespace().collect())
+            .unwrap_or_default();
+        let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Ok((tick(11) + tick(12)) / 100.0)
+    }
+
+    /// The sum of `kerf_agent_decisions_total` over its labels.
+    async fn decisions(&self) -> f64 {
+        let Some((_, text)) = self.get("/metrics").await else {
+            return 0.0;
+        };
+        text.lines()
+            .filter(|l| l.starts_with("kerf_agent_decisions_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// Counts of the rsrs: with a phase, and in phase Applied.
+async fn rsr_counts(client: &kube::Client) -> (usize, usize) {
+    let api: Api<RightsizingRecommendation> = Api::all(client.clone());
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return (0, 0);
+    };
+    let phases: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|r| Some(format!("{:?}", r.status.as_ref()?.phase.as_ref()?)))
+        .collect();
+    let applied = phases.iter().filter(|p| p.contains("Applied")).count();
+    (phases.len(), applied)
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F) -> anyhow::Result<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        if start.elapsed() > limit {
+            anyhow::bail!("{what}: not reached within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Actuating writes of the change wave per second: their count over the time from the
+/// first to the last.
+fn wave_rate(sim: &Sim) -> (usize, f64) {
+    let snap = sim.audit().snapshot();
+    let times: Vec<Instant> = snap
+        .records
+        .iter()
+        .filter(|r| kerf_agent::apiclient::is_actuating(&r.method, &r.path, Some(&r.query)))
+        .map(|r| r.received)
+        .collect();
+    let span = match (times.first(), times.last()) {
+        (Some(a), Some(b)) => (*b - *a).as_secs_f64(),
+        _ => 0.0,
+    };
+    let rate = if span > 0.0 {
+        times.len() as f64 / span
+    } else {
+        0.0
+    };
+    (times.len(), rate)
+}
+
+/// Requests by verb in the audit log since `from` (only the agent talks to the API server
+/// while this example waits).
+fn requests_by_verb(sim: &Sim, from: Instant) -> BTreeMap<String, u64> {
+    let mut by = BTreeMap::new();
+    for r in sim.audit().snapshot().records.iter() {
+        if r.received >= from {
+            *by.entry(r.method.to_string()).or_insert(0) += 1;
+        }
+    }
+    by
+}
+
+/// The timings of the pass.
+struct Pass {
+    sync_s: f64,
+    phase_s: f64,
+    applied_s: f64,
+}
+
+async fn measure_pass(args: &Args, sim: &Sim, agent: &Agent) -> anyhow::Result<Pass> {
+    let client = sim.client();
+    let limit = Duration::from_secs(3600);
+    let sync_s = wait_until("cache sync", limit, || async {
+        agent.get("/readyz").await.is_some_and(|(c, _)| c == 200)
+    })
+    .await?;
+    let n = args.workloads;
+    let changes = (0..n).filter(|d| is_change(*d, args.change_share)).count();
+    let phase_s = sync_s
+        + wait_until("every rsr with a phase", limit, || async {
+            rsr_counts(&client).await.0 >= n
+        })
+        .await?;
+    let applied_s = phase_s
+        + wait_until("every change Applied", limit, || async {
+            rsr_counts(&client).await.1 >= changes
+        })
+        .await?;
+    Ok(Pass {
+        sync_s,
+        phase_s,
+        applied_s,
+    })
+}
+
+/// The idle window: CPU seconds, requests by verb and decisions per second.
+async fn measure_idle(
+    args: &Args,
+    sim: &Sim,
+    agent: &Agent,
+) -> anyhow::Result<(f64, BTreeMap<String, u64>, f64)> {
+    let (cpu0, dec0, from) = (
+        agent.cpu_seconds()?,
+        agent.decisions().await,
+        Instant::now(),
+    );
+    tokio::time::sleep(args.idle).await;
+    let cpu = agent.cpu_seconds()? - cpu0;
+    let decisions = (agent.decisions().await - dec0) / args.idle.as_secs_f64();
+    Ok((cpu, requests_by_verb(sim, from), decisions))
+}
+
+/// Fails when the time to phase or the RSS exceeds the baseline by more than 25 %.
+fn check_baseline(path: &PathBuf, result: &Value) -> anyhow::Result<()> {
+    let base: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let mut failed = Vec::new();
+    for key in ["phase_s", "rss_kib"] {
+        let (got, want) = (result[key].as_f64(), base[key].as_f64());
+        let (Some(got), Some(want)) = (got, want) else {
+            anyhow::bail!("{key} missing in the run or in {}", path.display());
+        };
+        let ratio = got / want;
+        eprintln!("{key}: {got:.1} against a baseline of {want:.1} ({ratio:.2}x)");
+        if ratio > 1.25 {
+            failed.push(format!("{key} {got:.1} > 1.25 x {want:.1}"));
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "regression against {}: {}",
+            path.display(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn run(args: Args) -> anyhow::Result<Value> {
+    // 15 pods of 200m on a node of 4 CPUs.
+    let nodes = (args.workloads * args.pods).div_ceil(15).max(3);
+    let sim = Sim::start(SimConfig {
+        nodes,
+        node_max_pods: 250,
+        ..SimConfig::default()
+    })
+    .await?;
+    populate(sim.context(), &args)?;
+    let pods_s = wait_pods(sim.context(), args.workloads * args.pods).await?;
+    eprintln!(
+        "{} pods Ready after {pods_s:.1} s",
+        args.workloads * args.pods
+    );
+    apply_cluster_objects(&sim.client()).await?;
+    let hub = kerf_sim::hub::start(kerf_sim::hub::DevHubConfig::default()).await?;
+    hub.set_config(CLUSTER, Default::default());
+    hub.set_recommendations(CLUSTER, recommendations(&args)?);
+    sim.audit().reset();
+    let agent = start_agent(&sim, &hub.url(), &args.agent_args)?;
+    let pass = measure_pass(&args, &sim, &agent).await?;
+    let (writes, write_rate) = wave_rate(&sim);
+    let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);
+    let (cpu, verbs, decisions) = measure_idle(&args, &sim, &agent).await?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    Ok(json!({
+        "workloads": args.workloads, "pods_per_workload": args.pods,
+        "change_share": args.change_share,
+        "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
+        "applied_s": round(pass.applied_s),
+        "rss_kib": rss, "hwm_kib": hwm,
+        "idle_window_s": args.idle.as_secs(), "idle_cpu_s": round(cpu),
+        "idle_requests": verbs, "idle_decisions_per_s": round(decisions),
+        "actuating_writes": writes, "actuating_writes_per_s": round(write_rate),
+        "loadavg": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    }))
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn main() -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = parse_args()?;
+    let baseline = args.baseline.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(run(args))?;
+    println!("{result}");
+    if let Some(path) = baseline {
+        check_baseline(&path, &result)?;
+    }
+    Ok(())
+}
