@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, condition, manager, pod_resources, policy_spec, template_resources,
+    AgentOptions, CLUSTER, Env, condition, manager, pod_resources, template_resources,
 };
 use kerf_api::event::{EventType, EventWorkload};
 use kerf_api::hub::{Approval, ClusterConfig, ClusterFlags, PauseScope};
@@ -84,10 +84,8 @@ async fn wait_recommendation(env: &Env, id: &str) -> anyhow::Result<Value> {
 async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() -> anyhow::Result<()>
 {
     let mut env = Env::start("e2e-approved").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("approved", policy_spec(&env.ns, "audit", "rollout"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("approved", "audit", "rollout").await?;
     let rec1 = env.recommendation("web", "150m", "200Mi", "0.9")?;
     let rec1_id = rec1.recommendation_id.clone();
     env.recommend(vec![rec1]);
@@ -227,8 +225,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     assert_eq!(template, json!({"cpu": "120m", "memory": "180Mi"}));
 
     // D27: the mode becoming off releases the fields.
-    env.policy("approved", policy_spec(&env.ns, "off", "rollout"))
-        .await?;
+    env.policy_of("approved", "off", "rollout").await?;
     let released = env.wait_hub_event("web", EventType::Released).await?;
     assert_eq!(released.len(), 1, "{released:#?}");
     assert_eq!(released[0].reason, "ModeChanged");
@@ -260,10 +257,8 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
 async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
 -> anyhow::Result<()> {
     let mut env = Env::start("e2e-approved-guard").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
-    env.policy("approved", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
+    let before = env.web(2).await?;
+    env.policy_of("approved", "audit", "in-place").await?;
     let rec = env.recommendation("web", "150m", "200Mi", "0.9")?;
     let rec_id = rec.recommendation_id.clone();
     env.recommend(vec![rec]);

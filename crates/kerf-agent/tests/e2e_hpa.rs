@@ -4,7 +4,7 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, WAIT, eventually, policy_spec, template_resources};
+use e2e_support::{AgentOptions, Env, WAIT, eventually, template_resources};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kerf_api::event::EventType;
 use kube::Api;
@@ -28,8 +28,7 @@ async fn cpu_target(api: &Api<HorizontalPodAutoscaler>, name: &str) -> anyhow::R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-hpa").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(env.client.clone(), &env.ns);
     let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -41,9 +40,8 @@ async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> an
     }))?;
     hpas.create(&PostParams::default(), &hpa).await?;
     // in-place configured: a change that coordinates an HPA uses rollout (AP-22).
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "256Mi", "0.9")?]);
+    env.policy_of("auto", "auto-patch", "in-place").await?;
+    env.recommend_web("150m", "256Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env
@@ -72,8 +70,7 @@ async fn an_hpa_target_follows_a_cpu_decrease_and_is_restored_on_leaving() -> an
     assert_eq!(detail("hpaTargetTo"), Some("80"));
 
     // Leaving auto-patch writes the old target back (D22).
-    env.policy("auto", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
+    env.policy_of("auto", "audit", "in-place").await?;
     env.wait_phase("web", "Released").await?;
     eventually("the HPA target back at 60", WAIT, || async {
         (cpu_target(&hpas, "web").await.ok()? == 60).then_some(())

@@ -1,6 +1,7 @@
 //! Test set-up shared by the tests of the workspace: the simulated cluster they start by
 //! default, Kerf's CRDs applied to a cluster, a test CA for TLS servers, and [`eventually`],
-//! which polls a condition until it holds or a deadline passes.
+//! which polls a condition until it holds or a deadline passes. With feature `e2e`, the
+//! harness of the agent's end-to-end scenarios ([`e2e::Env`]).
 //!
 //! A dev-dependency only: nothing here is linked into the agent.
 
@@ -19,6 +20,8 @@ use kube::{Api, Client};
 use serde::Deserialize;
 
 mod ca;
+#[cfg(feature = "e2e")]
+pub mod e2e;
 
 pub use ca::{Leaf, TestCa};
 
