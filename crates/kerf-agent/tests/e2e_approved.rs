@@ -55,6 +55,17 @@ fn config(env: &Env, approvals: Vec<Approval>, paused: bool) {
     );
 }
 
+/// Publishes a cluster config with one approval `id` of `recommendation_id` for `web`,
+/// lapsing in an hour; paused when `paused`.
+fn approve(env: &Env, id: &str, recommendation_id: &str, paused: bool) {
+    let expires_in = chrono::Duration::hours(1);
+    config(
+        env,
+        vec![approval(env, id, "web", recommendation_id, expires_in)],
+        paused,
+    );
+}
+
 /// The template requests of `web` and the requests of each of its pods.
 async fn requests(env: &Env) -> anyhow::Result<(Value, Vec<Value>)> {
     let d = env.deployment_json("web").await?;
@@ -93,17 +104,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     env.wait_phase("web", "Skipped").await?;
 
     // The hub approves the current recommendation once.
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-1",
-            "web",
-            &rec1_id,
-            chrono::Duration::hours(1),
-        )],
-        false,
-    );
+    approve(&env, "appr-1", &rec1_id, false);
     let rsr = env
         .wait_rsr(
             "web",
@@ -293,17 +294,7 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     );
 
     // A fresh approval, but automation is paused: the guardrails hold it (GR-02).
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-new",
-            "web",
-            &rec_id,
-            chrono::Duration::hours(1),
-        )],
-        true,
-    );
+    approve(&env, "appr-new", &rec_id, true);
     let rsr = env
         .wait_rsr("web", "Blocked Paused", e2e_support::WAIT, |r| {
             condition(r, "Blocked")
@@ -326,17 +317,7 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     assert!(env.hub_events("web", EventType::Applied).is_empty());
 
     // Resumed: the approved change goes in once, in place, on the same pods.
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-new",
-            "web",
-            &rec_id,
-            chrono::Duration::hours(1),
-        )],
-        false,
-    );
+    approve(&env, "appr-new", &rec_id, false);
     let rsr = env.wait_phase("web", "Applied").await?;
     assert_eq!(rsr["status"]["change"]["approvalId"], "appr-new");
     assert!(rsr["status"]["live"].is_object(), "{}", rsr["status"]);

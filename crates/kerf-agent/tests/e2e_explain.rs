@@ -2,17 +2,17 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env};
+use e2e_support::{AgentOptions, Env, Web};
 
 // portable
 // rule: design section 10
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_shows_the_policy_layers_the_steps_and_the_decision() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-explain").await?;
-    env.web(2).await?;
-    env.policy_of("explained", "auto-patch", "in-place").await?;
-    env.recommend_web("150m", "200Mi", "0.3")?;
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-explain",
+        Web::policy("explained", "auto-patch", "in-place").recommend("150m", "200Mi", "0.3"),
+    )
+    .await?;
     env.wait_phase("web", "Blocked").await?;
 
     let settings = env.settings(&AgentOptions::default())?;

@@ -5,18 +5,14 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, template_resources};
+use e2e_support::{AgentOptions, Env, Web, template_resources};
 use kerf_api::event::EventType;
 
 // portable
 // rule: EV-37
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_decides_after_its_first_hub_poll() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-first-poll").await?;
-    env.web(2).await?;
-    env.policy_of("p", "audit", "rollout").await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web("e2e-first-poll", Web::policy("p", "audit", "rollout")).await?;
     env.wait_phase("web", "Skipped").await?;
     env.stop_agent().await;
 

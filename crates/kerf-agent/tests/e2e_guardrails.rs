@@ -5,7 +5,9 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, condition, pod_resources, policy_spec, template_resources};
+use e2e_support::{
+    AgentOptions, Env, Web, condition, pod_resources, policy_spec, template_resources,
+};
 use kerf_api::event::EventType;
 use serde_json::json;
 
@@ -13,11 +15,11 @@ use serde_json::json;
 // rule: GR-38, GR-39, GR-40, EV-14, EV-51
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-blocked").await?;
-    env.web(2).await?;
-    env.policy_of("auto", "auto-patch", "in-place").await?;
-    env.recommend_web("150m", "200Mi", "0.3")?;
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-blocked",
+        Web::policy("auto", "auto-patch", "in-place").recommend("150m", "200Mi", "0.3"),
+    )
+    .await?;
 
     let rsr = env.wait_phase("web", "Blocked").await?;
     let blocked = condition(&rsr, "Blocked").cloned().unwrap_or_default();

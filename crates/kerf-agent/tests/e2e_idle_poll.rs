@@ -5,7 +5,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, eventually};
+use e2e_support::{Env, Web, eventually};
 
 /// The sum of `kerf_agent_decisions_total` over every type and reason.
 fn decisions(metrics: &str) -> f64 {
@@ -19,12 +19,14 @@ fn decisions(metrics: &str) -> f64 {
 // portable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-idle-poll").await?;
-    env.web(1).await?;
-    env.policy_of("p", "auto-patch", "rollout").await?;
     // Equal to the requests: skipped NoSignificantChange, reported once.
-    env.recommend_web("200m", "256Mi", "0.9")?;
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-idle-poll",
+        Web::policy("p", "auto-patch", "rollout")
+            .replicas(1)
+            .recommend("200m", "256Mi", "0.9"),
+    )
+    .await?;
     env.wait_phase("web", "Skipped").await?;
     eventually("the skip reported", Duration::from_secs(20), || async {
         let rsr = env.rsr("web").await.ok()??;

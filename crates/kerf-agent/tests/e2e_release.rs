@@ -2,7 +2,7 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, manager, template_resources};
+use e2e_support::{Env, Web, manager, template_resources};
 use kerf_api::event::EventType;
 use serde_json::json;
 
@@ -10,11 +10,7 @@ use serde_json::json;
 // rule: AP-21, EV-46, EV-51, EV-52
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-release").await?;
-    env.web(2).await?;
-    env.policy_of("p", "auto-patch", "rollout").await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web("e2e-release", Web::policy("p", "auto-patch", "rollout")).await?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;
     let d = env.deployment_json("web").await?;

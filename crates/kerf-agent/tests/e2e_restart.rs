@@ -7,7 +7,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, pod_resources};
+use e2e_support::{AgentOptions, Env, Web, pod_resources};
 use kerf_api::event::EventType;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, MutexGuard};
@@ -20,16 +20,12 @@ static FAIL_POINTS: Mutex<()> = Mutex::const_new(());
 /// with the turn to set fail points.
 async fn agent_to_stop(
     scenario: &str,
-    strategy: &str,
+    strategy: &'static str,
     fail_point: &str,
 ) -> anyhow::Result<(Env, MutexGuard<'static, ()>)> {
     let turn = FAIL_POINTS.lock().await;
-    let mut env = Env::start(scenario).await?;
-    env.web(2).await?;
-    env.policy_of("auto", "auto-patch", strategy).await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
     kerf_agent::failpoints::configure(fail_point);
-    env.start_agent(&AgentOptions::default()).await?;
+    let env = Env::start_web(scenario, Web::policy("auto", "auto-patch", strategy)).await?;
     Ok((env, turn))
 }
 

@@ -31,6 +31,7 @@ mod objects;
 
 pub use crate::{CRDS, POLL, WAIT, apply_crds, eventually};
 pub use cleanup::{clean_up, ensure_namespace};
+pub use objects::Web;
 pub use objects::{
     condition, is_ready, manager, metric_sample, pod_resources, policy_api, policy_spec, rsr_api,
     template_resources,

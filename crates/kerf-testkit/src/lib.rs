@@ -6,9 +6,6 @@
 //! A dev-dependency only: nothing here is linked into the agent.
 
 use std::future::Future;
-use std::io::Write as _;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -22,8 +19,10 @@ use serde::Deserialize;
 mod ca;
 #[cfg(feature = "e2e")]
 pub mod e2e;
+mod kubectl;
 
 pub use ca::{Leaf, TestCa};
+pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
 
 /// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
 pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
@@ -126,30 +125,17 @@ pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
     .await
 }
 
-/// Runs `kubectl` with `args` against the cluster of `kubeconfig`, writing `stdin` to it;
-/// answers whether it succeeded and its output (stdout, then stderr).
-pub fn kubectl(
-    kubeconfig: &Path,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> anyhow::Result<(bool, String)> {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+/// A request to `sim` as curl sends it (`User-Agent: curl/7.88.1`), as the admin,
+/// accepting JSON.
+pub fn curl(sim: &Sim, method: &str, path: &str) -> anyhow::Result<reqwest::RequestBuilder> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes())?)
+        .user_agent("curl/7.88.1")
+        .build()?;
+    Ok(client
+        .request(method.parse()?, format!("{}{path}", sim.url()))
+        .header("accept", "application/json")
+        .header("authorization", "Bearer test-admin-token"))
 }
 
 fn dynamic_api(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {

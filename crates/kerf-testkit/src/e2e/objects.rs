@@ -12,9 +12,65 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, Post
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use super::{CLUSTER, Env, POLL, USER_MANAGER, WAIT, eventually};
+use super::{AgentOptions, CLUSTER, Env, POLL, USER_MANAGER, WAIT, eventually};
+
+/// The one workload most scenarios start with: Deployment `web` (see [`Env::web`]) under
+/// policy `policy` (see [`Env::policy_of`]), with a recommendation (see
+/// [`Env::recommend_web`]).
+#[derive(Clone, Debug)]
+pub struct Web {
+    /// Pods of `web`; 2 unless set.
+    pub replicas: i32,
+    /// The policy's name, mode and strategy.
+    pub policy: (&'static str, &'static str, &'static str),
+    /// The recommendation's cpu, memory and confidence; 150m, 200Mi, 0.9 unless set.
+    pub recommendation: (&'static str, &'static str, &'static str),
+}
+
+impl Web {
+    /// Two pods under policy `name` with `mode` and `strategy`, recommended 150m/200Mi at
+    /// confidence 0.9.
+    pub fn policy(name: &'static str, mode: &'static str, strategy: &'static str) -> Web {
+        Web {
+            replicas: 2,
+            policy: (name, mode, strategy),
+            recommendation: ("150m", "200Mi", "0.9"),
+        }
+    }
+
+    /// The same with `replicas` pods.
+    pub fn replicas(self, replicas: i32) -> Web {
+        Web { replicas, ..self }
+    }
+
+    /// The same with a recommendation of `cpu`/`memory` at `confidence`.
+    pub fn recommend(
+        self,
+        cpu: &'static str,
+        memory: &'static str,
+        confidence: &'static str,
+    ) -> Web {
+        Web {
+            recommendation: (cpu, memory, confidence),
+            ..self
+        }
+    }
+}
 
 impl Env {
+    /// Starts scenario `scenario` (see [`Env::start`]) with the workload, policy and
+    /// recommendation of `web`, and an agent of default options.
+    pub async fn start_web(scenario: &str, web: Web) -> anyhow::Result<Env> {
+        let mut env = Env::start(scenario).await?;
+        env.web(web.replicas).await?;
+        let (name, mode, strategy) = web.policy;
+        env.policy_of(name, mode, strategy).await?;
+        let (cpu, memory, confidence) = web.recommendation;
+        env.recommend_web(cpu, memory, confidence)?;
+        env.start_agent(&AgentOptions::default()).await?;
+        Ok(env)
+    }
+
     /// Creates (or replaces the spec of) RightsizingPolicy `name`.
     pub async fn policy(&self, name: &str, spec: Value) -> anyhow::Result<()> {
         let body = json!({
