@@ -2,8 +2,6 @@
 //! columns, patch of the resize subresource, wait and describe. Skipped when kubectl is
 //! not on PATH.
 
-use std::process::Command;
-
 use kerf_sim::sim::{Sim, SimConfig};
 
 fn kubectl(sim: &Sim, args: &[&str], stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
@@ -38,15 +36,6 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_resize_wait_and_describe_work() -> anyhow::Result<()> {
-    if Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("kubectl not found on PATH: skipping");
-        return Ok(());
-    }
     let sim = Sim::start(SimConfig::default()).await?;
     let (ok, out) = kubectl(&sim, &["apply", "-f", "-"], Some(MANIFEST))?;
     assert!(ok, "{out}");

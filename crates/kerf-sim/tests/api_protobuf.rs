@@ -3,8 +3,6 @@
 //! for the built-in kinds, answered in JSON; corrupt bodies get the decoder's 400; custom
 //! resources, which have no protobuf encoding, get 415.
 
-use std::process::Command;
-
 use kerf_sim::sim::Sim;
 use kerf_testkit::api_sim;
 use kube::api::PostParams;
@@ -14,17 +12,6 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 fn kubectl(sim: &Sim, args: &str) -> anyhow::Result<(bool, String)> {
     let args: Vec<&str> = args.split_whitespace().collect();
     kerf_testkit::kubectl(sim.kubeconfig_path(), &args, None)
-}
-
-fn have_kubectl() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok();
-    if !found {
-        eprintln!("kubectl not found on PATH: skipping");
-    }
-    found
 }
 
 /// A length-delimited protobuf field (lengths under 128).
@@ -64,9 +51,6 @@ async fn send(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_generators_create_their_objects() -> anyhow::Result<()> {
-    if !have_kubectl() {
-        return Ok(());
-    }
     let sim = api_sim().await?;
     let steps = [
         ("create namespace x", "namespace/x created"),

@@ -8,13 +8,16 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::{RightsizingPolicy, RightsizingRecommendation};
 use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 mod ca;
 #[cfg(feature = "e2e")]
@@ -136,6 +139,25 @@ pub fn curl(sim: &Sim, method: &str, path: &str) -> anyhow::Result<reqwest::Requ
         .request(method.parse()?, format!("{}{path}", sim.url()))
         .header("accept", "application/json")
         .header("authorization", "Bearer test-admin-token"))
+}
+
+/// A watch of `api` from its current resourceVersion (listed first), ending after
+/// `timeout_secs` seconds.
+pub async fn watch_from_now<K>(
+    api: &Api<K>,
+    timeout_secs: u32,
+) -> anyhow::Result<BoxStream<'static, kube::Result<WatchEvent<K>>>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let rv = api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let wp = WatchParams::default().timeout(timeout_secs);
+    Ok(api.watch(&wp, &rv).await?.boxed())
 }
 
 fn dynamic_api(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {
