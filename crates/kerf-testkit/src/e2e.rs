@@ -29,7 +29,19 @@ use kube::Client;
 mod cleanup;
 mod objects;
 
-pub use crate::{CRDS, POLL, WAIT, apply_crds, eventually};
+pub use crate::{CRDS, WAIT, apply_crds};
+
+/// How often the e2e helpers poll.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Polls `check` every [`POLL`] until it gives a value, for `timeout` at most.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    crate::eventually_every(POLL, what, timeout, check).await
+}
 pub use cleanup::{clean_up, ensure_namespace};
 pub use objects::Web;
 pub use objects::{

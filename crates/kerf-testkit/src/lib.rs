@@ -62,7 +62,21 @@ pub async fn api_sim() -> anyhow::Result<Sim> {
 
 /// Polls `check` every [`POLL`] until it gives a value, for `timeout` at most; the error
 /// names `what` was awaited.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_every(POLL, what, timeout, check).await
+}
+
+/// [`eventually`], polling every `poll`.
+pub async fn eventually_every<T, F, Fut>(
+    poll: Duration,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -75,7 +89,7 @@ where
         if tokio::time::Instant::now() > deadline {
             anyhow::bail!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(poll).await;
     }
 }
 
