@@ -52,6 +52,7 @@ async fn pods(api: &Api<Pod>, app: &str) -> anyhow::Result<Vec<Value>> {
 }
 
 /// Creates `obj` through `api`.
+#[allow(clippy::unwrap_used)] // test helper: a failed create fails the test
 async fn create<K>(api: &Api<K>, obj: Value)
 where
     K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
@@ -61,6 +62,7 @@ where
 }
 
 /// Waits up to [`SETTLE`] for `check` to give a value.
+#[allow(clippy::unwrap_used)] // test helper: a timeout fails the test
 async fn settle<T, Fut>(check: impl FnMut() -> Fut) -> T
 where
     Fut: std::future::Future<Output = Option<T>>,
