@@ -6,9 +6,6 @@
 
 mod chart_support;
 
-use std::process::Command;
-
-use serde::Deserialize;
 use serde_yaml::Value;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -16,24 +13,9 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 const NS: &str = "kerf-system";
 
 fn render(args: &[&str]) -> Res<Vec<Value>> {
-    let out = Command::new(chart_support::helm())
-        .args(["template", "kerf-agent"])
-        .arg(chart_support::chart_dir())
-        .args(["-n", NS, "--set", "clusterName=prod"])
-        .args(["--set", "webhook.certManager.enabled=true"])
-        .args(args)
-        .output()?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-    }
-    let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout)?) {
-        let v = Value::deserialize(de)?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
+    let fixed = ["-n", NS, "--set", "clusterName=prod"];
+    let cm = ["--set", "webhook.certManager.enabled=true"];
+    chart_support::template(&chart_support::helm(), fixed.iter().chain(&cm).chain(args))
 }
 
 fn all<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {

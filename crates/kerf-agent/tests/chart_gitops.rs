@@ -5,7 +5,7 @@
 
 mod chart_support;
 
-use std::process::Command;
+use std::ffi::OsStr;
 
 use kerf_api::wellknown::{FIELD_MANAGER, FIELD_MANAGER_HPA};
 use serde::Deserialize;
@@ -57,27 +57,14 @@ fn render(ns: &str, values: &Value) -> Res<Vec<Value>> {
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("values.yaml");
     std::fs::write(&file, serde_yaml::to_string(values)?)?;
-    let out = Command::new(chart_support::helm())
-        .args(["template", "kerf-agent"])
-        .arg(chart_support::chart_dir())
-        .args(["-n", ns, "-f"])
-        .arg(&file)
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "the values of docs/gitops.md do not render: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout)?) {
-        let v = Value::deserialize(de)?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
+    let args = [
+        OsStr::new("-n"),
+        OsStr::new(ns),
+        OsStr::new("-f"),
+        file.as_os_str(),
+    ];
+    chart_support::template(&chart_support::helm(), args)
+        .map_err(|e| format!("the values of docs/gitops.md do not render: {e}").into())
 }
 
 fn sync_options(app: &Value) -> Vec<&str> {

@@ -7,35 +7,16 @@ mod chart_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_yaml::Value;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Every document of `helm template` with `args`.
 fn render(helm: &Path, args: &[&str]) -> Res<Vec<Value>> {
-    let chart = chart_support::chart_dir();
-    let out = Command::new(helm)
-        .args(["template", "kerf-agent"])
-        .arg(chart)
-        .args(["-n", "kerf-system", "--set", "clusterName=prod"])
-        .args(args)
-        .output()?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-    }
-    let text = String::from_utf8(out.stdout)?;
-    let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(&text) {
-        let v = Value::deserialize(de)?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
+    let fixed = ["-n", "kerf-system", "--set", "clusterName=prod"];
+    chart_support::template(helm, fixed.iter().chain(args))
 }
 
 fn kind<'a>(docs: &'a [Value], kind: &str) -> Res<&'a Value> {
@@ -64,15 +45,7 @@ fn settings(docs: &[Value]) -> Res<serde_json::Value> {
             env.insert(n.to_owned(), v);
         }
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_kerf-agent"))
-        .env_clear()
-        .envs(&env)
-        .args(["run", "--print-settings"])
-        .output()?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    chart_support::print_settings(&env)
 }
 
 // rule: GR-25, AP-55, AP-57

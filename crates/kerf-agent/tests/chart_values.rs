@@ -3,15 +3,13 @@
 //! resolved against values.yaml the way the template does, and the agent's own
 //! `--print-settings` shows what it makes of them.
 
+mod chart_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use chart_support::chart_dir;
 use serde_yaml::Value;
-
-fn chart_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kerf-agent")
-}
 
 fn read(rel: &str) -> Result<String, std::io::Error> {
     std::fs::read_to_string(chart_dir().join(rel))
@@ -110,19 +108,7 @@ fn agent_settings(
     for (k, v) in overrides {
         env.insert((*k).into(), (*v).into());
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_kerf-agent"))
-        .env_clear()
-        .envs(&env)
-        .args(["run", "--print-settings"])
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "kerf-agent run --print-settings failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    chart_support::print_settings(&env)
 }
 
 // rule: GR-25

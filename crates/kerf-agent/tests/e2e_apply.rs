@@ -25,12 +25,10 @@ async fn replica_sets(env: &Env, name: &str) -> anyhow::Result<Vec<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-inplace").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
+    let before = env.web(2).await?;
     let generation = env.deployment_json("web").await?["metadata"]["generation"].clone();
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.policy_of("auto", "auto-patch", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env.wait_phase("web", "Applied").await?;
@@ -114,17 +112,15 @@ async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-rollout").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
+    let before = env.web(2).await?;
     let old_pods: Vec<String> = before
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
     let old_sets = replica_sets(&env, "web").await?;
     assert!(!old_sets.is_empty(), "no ReplicaSet before the change");
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.policy_of("auto", "auto-patch", "rollout").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env.wait_phase("web", "Applied").await?;
@@ -213,8 +209,7 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_waits_for_the_window_then_goes_in_as_a_rollout() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-deferred").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     let start = chrono::Utc::now() + chrono::Duration::seconds(6);
     let start = start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let opens = chrono::DateTime::parse_from_rfc3339(&start)?.to_utc();
@@ -223,7 +218,7 @@ async fn deferred_waits_for_the_window_then_goes_in_as_a_rollout() -> anyhow::Re
     let mut spec = policy_spec(&env.ns, "auto-patch", "deferred");
     spec["apply"]["maintenanceWindows"] = json!([{"start": start, "end": end}]);
     env.policy("deferred", spec).await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env.wait_phase("web", "Deferred").await?;

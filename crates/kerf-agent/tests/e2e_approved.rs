@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, condition, manager, pod_resources, policy_spec, template_resources,
+    AgentOptions, CLUSTER, Env, condition, manager, pod_resources, template_resources,
 };
 use kerf_api::event::{EventType, EventWorkload};
 use kerf_api::hub::{Approval, ClusterConfig, ClusterFlags, PauseScope};
@@ -55,6 +55,17 @@ fn config(env: &Env, approvals: Vec<Approval>, paused: bool) {
     );
 }
 
+/// Publishes a cluster config with one approval `id` of `recommendation_id` for `web`,
+/// lapsing in an hour; paused when `paused`.
+fn approve(env: &Env, id: &str, recommendation_id: &str, paused: bool) {
+    let expires_in = chrono::Duration::hours(1);
+    config(
+        env,
+        vec![approval(env, id, "web", recommendation_id, expires_in)],
+        paused,
+    );
+}
+
 /// The template requests of `web` and the requests of each of its pods.
 async fn requests(env: &Env) -> anyhow::Result<(Value, Vec<Value>)> {
     let d = env.deployment_json("web").await?;
@@ -84,10 +95,8 @@ async fn wait_recommendation(env: &Env, id: &str) -> anyhow::Result<Value> {
 async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() -> anyhow::Result<()>
 {
     let mut env = Env::start("e2e-approved").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("approved", policy_spec(&env.ns, "audit", "rollout"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("approved", "audit", "rollout").await?;
     let rec1 = env.recommendation("web", "150m", "200Mi", "0.9")?;
     let rec1_id = rec1.recommendation_id.clone();
     env.recommend(vec![rec1]);
@@ -95,17 +104,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     env.wait_phase("web", "Skipped").await?;
 
     // The hub approves the current recommendation once.
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-1",
-            "web",
-            &rec1_id,
-            chrono::Duration::hours(1),
-        )],
-        false,
-    );
+    approve(&env, "appr-1", &rec1_id, false);
     let rsr = env
         .wait_rsr(
             "web",
@@ -227,8 +226,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     assert_eq!(template, json!({"cpu": "120m", "memory": "180Mi"}));
 
     // D27: the mode becoming off releases the fields.
-    env.policy("approved", policy_spec(&env.ns, "off", "rollout"))
-        .await?;
+    env.policy_of("approved", "off", "rollout").await?;
     let released = env.wait_hub_event("web", EventType::Released).await?;
     assert_eq!(released.len(), 1, "{released:#?}");
     assert_eq!(released[0].reason, "ModeChanged");
@@ -260,10 +258,8 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
 async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
 -> anyhow::Result<()> {
     let mut env = Env::start("e2e-approved-guard").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
-    env.policy("approved", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
+    let before = env.web(2).await?;
+    env.policy_of("approved", "audit", "in-place").await?;
     let rec = env.recommendation("web", "150m", "200Mi", "0.9")?;
     let rec_id = rec.recommendation_id.clone();
     env.recommend(vec![rec]);
@@ -298,17 +294,7 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     );
 
     // A fresh approval, but automation is paused: the guardrails hold it (GR-02).
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-new",
-            "web",
-            &rec_id,
-            chrono::Duration::hours(1),
-        )],
-        true,
-    );
+    approve(&env, "appr-new", &rec_id, true);
     let rsr = env
         .wait_rsr("web", "Blocked Paused", e2e_support::WAIT, |r| {
             condition(r, "Blocked")
@@ -331,17 +317,7 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     assert!(env.hub_events("web", EventType::Applied).is_empty());
 
     // Resumed: the approved change goes in once, in place, on the same pods.
-    config(
-        &env,
-        vec![approval(
-            &env,
-            "appr-new",
-            "web",
-            &rec_id,
-            chrono::Duration::hours(1),
-        )],
-        false,
-    );
+    approve(&env, "appr-new", &rec_id, false);
     let rsr = env.wait_phase("web", "Applied").await?;
     assert_eq!(rsr["status"]["change"]["approvalId"], "appr-new");
     assert!(rsr["status"]["live"].is_object(), "{}", rsr["status"]);

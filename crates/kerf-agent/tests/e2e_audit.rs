@@ -4,7 +4,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, policy_spec};
+use e2e_support::{AgentOptions, Env};
 use kerf_api::event::EventType;
 
 // portable
@@ -14,9 +14,8 @@ async fn audit_creates_the_rsr_and_one_skipped_mode_audit_event() -> anyhow::Res
     let mut env = Env::start("e2e-audit").await?;
     let uid = env.deployment("web", 2, "200m", "256Mi").await?;
     env.wait_ready("web", 2).await?;
-    env.policy("audit", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.policy_of("audit", "audit", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env.wait_phase("web", "Skipped").await?;

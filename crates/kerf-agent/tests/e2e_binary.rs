@@ -6,7 +6,7 @@ mod e2e_support;
 
 use std::process::{Child, Command, Stdio};
 
-use e2e_support::{CLUSTER, Env, policy_spec};
+use e2e_support::{CLUSTER, Env};
 
 /// Kills the agent process when the test ends, whatever the outcome.
 struct KillOnDrop(Child);
@@ -23,11 +23,9 @@ impl Drop for KillOnDrop {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_command_mirrors_a_recommendation_into_an_rsr() -> anyhow::Result<()> {
     let env = Env::start("e2e-binary").await?;
-    env.deployment("web", 1, "200m", "256Mi").await?;
-    env.wait_ready("web", 1).await?;
-    env.policy("binary", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.web(1).await?;
+    env.policy_of("binary", "audit", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
     if let Some(sim) = &env.sim {

@@ -25,8 +25,7 @@ async fn scenario(
     freeze_now: bool,
 ) -> anyhow::Result<Env> {
     let mut env = Env::start(ns).await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     env.policy("p", spec(&env.ns)).await?;
     env.recommend(vec![rec(&env)?]);
     let mut settings = env.settings(&AgentOptions::default())?;
@@ -143,7 +142,7 @@ async fn cooldown_blocks_a_second_change() -> anyhow::Result<()> {
     env.wait_hub_event("web", EventType::Applied).await?;
     let applied = json!({"cpu": "150m", "memory": "200Mi"});
 
-    env.recommend(vec![env.recommendation("web", "120m", "160Mi", "0.9")?]);
+    env.recommend_web("120m", "160Mi", "0.9")?;
     let rsr = env
         .wait_rsr("web", "Blocked Cooldown", e2e_support::WAIT, |r| {
             condition(r, "Blocked").is_some_and(|c| c["reason"] == "Cooldown")
@@ -194,7 +193,7 @@ async fn changes_within_the_tolerance_are_skipped() -> anyhow::Result<()> {
     assert_unchanged(&env, &start_values()).await?;
 
     // CPU still within the tolerance, memory well beyond it: only memory moves.
-    env.recommend(vec![env.recommendation("web", "195m", "200Mi", "0.9")?]);
+    env.recommend_web("195m", "200Mi", "0.9")?;
     env.wait_phase("web", "Applied").await?;
     let want = json!({"cpu": "200m", "memory": "200Mi"});
     let pods = env.wait_ready("web", 2).await?;

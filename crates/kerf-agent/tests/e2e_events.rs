@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use e2e_support::{AgentOptions, CLUSTER, Env, WAIT, eventually, policy_spec};
+use e2e_support::{AgentOptions, CLUSTER, Env, WAIT, eventually};
 use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_api::event::{Event, EventType};
 use kube::Api;
@@ -64,13 +64,11 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
 -> anyhow::Result<()> {
     let started = Utc::now();
     let mut env = Env::start("e2e-events").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("events", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("events", "auto-patch", "rollout").await?;
     let mut seen = Seen::new();
     // Too little confidence: blocked. The memory recommendation equals the current value.
-    env.recommend(vec![env.recommendation("web", "150m", "256Mi", "0.3")?]);
+    env.recommend_web("150m", "256Mi", "0.3")?;
     env.start_agent(&AgentOptions::default()).await?;
     let rsr = env.wait_phase("web", "Blocked").await?;
     note_until(&env, "web", EventType::Blocked, &mut seen).await?;
@@ -84,7 +82,7 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     }
 
     // A confident recommendation changing only cpu: applied.
-    env.recommend(vec![env.recommendation("web", "140m", "256Mi", "0.9")?]);
+    env.recommend_web("140m", "256Mi", "0.9")?;
     note_until(&env, "web", EventType::Applied, &mut seen).await?;
     let rsr = env.wait_phase("web", "Applied").await?;
     let second = rsr["spec"]["recommendationID"].as_str().unwrap_or_default();
@@ -104,8 +102,7 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     );
 
     // Leaving auto-patch: released.
-    env.policy("events", policy_spec(&env.ns, "audit", "rollout"))
-        .await?;
+    env.policy_of("events", "audit", "rollout").await?;
     note_until(&env, "web", EventType::Released, &mut seen).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     note(&env, "web", &mut seen);

@@ -2,19 +2,17 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, policy_spec};
+use e2e_support::{AgentOptions, Env, Web};
 
 // portable
 // rule: design section 10
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_shows_the_policy_layers_the_steps_and_the_decision() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-explain").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("explained", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.3")?]);
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-explain",
+        Web::policy("explained", "auto-patch", "in-place").recommend("150m", "200Mi", "0.3"),
+    )
+    .await?;
     env.wait_phase("web", "Blocked").await?;
 
     let settings = env.settings(&AgentOptions::default())?;

@@ -40,14 +40,12 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
         env.sim_only("e2e-failed");
         return Ok(());
     };
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
+    let before = env.web(2).await?;
     let generation = env.deployment_json("web").await?["metadata"]["generation"].clone();
     // Two pods at 200m use 400m of 450m: raising one pod to 300m exceeds the quota.
     faults.set_quota(&env.ns, "compute", &[("requests.cpu", "450m")]);
-    env.policy("failed", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "300m", "256Mi", "0.9")?]);
+    env.policy_of("failed", "auto-patch", "in-place").await?;
+    env.recommend_web("300m", "256Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     // Three refused attempts (1 s and 2 s apart), then one failed event.
@@ -185,8 +183,7 @@ async fn a_resize_refused_by_rbac_is_failed_counted_and_names_the_permission() -
         env.sim_only("e2e-failed-rbac");
         return Ok(());
     };
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
+    let before = env.web(2).await?;
     // RBAC refuses pods/resize to the agent's user.
     faults.deny_user(ADMIN_USER);
     env.policy(
@@ -194,7 +191,7 @@ async fn a_resize_refused_by_rbac_is_failed_counted_and_names_the_permission() -
         policy_spec(&env.ns, "auto-patch", "in-place"),
     )
     .await?;
-    env.recommend(vec![env.recommendation("web", "300m", "256Mi", "0.9")?]);
+    env.recommend_web("300m", "256Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     // An RBAC 403 is no node-room refusal: failed ResizeError, never a fallback.

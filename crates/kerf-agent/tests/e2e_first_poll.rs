@@ -5,27 +5,20 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, policy_spec, template_resources};
+use e2e_support::{AgentOptions, Env, Web, template_resources};
 use kerf_api::event::EventType;
 
 // portable
 // rule: EV-37
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_decides_after_its_first_hub_poll() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-first-poll").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("p", policy_spec(&env.ns, "audit", "rollout"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web("e2e-first-poll", Web::policy("p", "audit", "rollout")).await?;
     env.wait_phase("web", "Skipped").await?;
     env.stop_agent().await;
 
     // The rsr exists when the next agent starts: its first pass must not run on an empty
     // hub state.
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
+    env.policy_of("p", "auto-patch", "rollout").await?;
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;

@@ -5,7 +5,9 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, condition, pod_resources, policy_spec, template_resources};
+use e2e_support::{
+    AgentOptions, Env, Web, condition, pod_resources, policy_spec, template_resources,
+};
 use kerf_api::event::EventType;
 use serde_json::json;
 
@@ -13,13 +15,11 @@ use serde_json::json;
 // rule: GR-38, GR-39, GR-40, EV-14, EV-51
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-blocked").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.3")?]);
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-blocked",
+        Web::policy("auto", "auto-patch", "in-place").recommend("150m", "200Mi", "0.3"),
+    )
+    .await?;
 
     let rsr = env.wait_phase("web", "Blocked").await?;
     let blocked = condition(&rsr, "Blocked").cloned().unwrap_or_default();
@@ -69,11 +69,9 @@ async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
 async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Result<()> {
     let started = chrono::Utc::now();
     let mut env = Env::start("e2e-hubdown").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("p", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.web(2).await?;
+    env.policy_of("p", "audit", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     let opts = AgentOptions {
         stale_after: "2s",
         ..AgentOptions::default()
@@ -84,8 +82,7 @@ async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Resu
     env.hub.set_down(true).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The workload moves to auto-patch while the hub is unreachable.
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.policy_of("p", "auto-patch", "in-place").await?;
     let rsr = env
         .wait_rsr("web", "Blocked HubUnreachable", e2e_support::WAIT, |r| {
             condition(r, "Blocked").is_some_and(|c| c["reason"] == "HubUnreachable")
@@ -127,17 +124,15 @@ async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_policy_is_named_invalid_and_the_good_ones_still_apply() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-badpolicy").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("good", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("good", "auto-patch", "in-place").await?;
     // Passes the CRD schema (a real API server stores it) but not the agent's checks: the
     // freeze window's cron schedule has no hour 25 and its time zone does not exist.
     let mut bad = policy_spec("elsewhere", "auto-patch", "in-place");
     bad["apply"]["freezeWindows"] =
         json!([{"schedule": "0 25 * * *", "duration": "1h", "timeZone": "Mars/Olympus_Mons"}]);
     env.policy("bad", bad).await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     env.wait_phase("web", "Applied").await?;

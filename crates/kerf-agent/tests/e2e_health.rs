@@ -90,12 +90,11 @@ async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> an
     if !env.sim_only("e2e-health-oom") {
         return Ok(());
     }
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
+    let before = env.web(2).await?;
     let rollback = json!({"watchDuration": "30s"});
     env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
         .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     wait_watching(&env, "web", false).await?;
     env.wait_hub_event("web", EventType::Applied).await?;
@@ -160,12 +159,11 @@ async fn restarts_after_a_rollout_roll_the_template_back() -> anyhow::Result<()>
     if !env.sim_only("e2e-health-restarts") {
         return Ok(());
     }
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     let rollback = json!({"watchDuration": "30s", "restarts": 2});
     env.policy("auto", policy(&env.ns, "rollout", "10m", rollback))
         .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     // The watch of a rollout gets its end once the rollout completed (design D23).
     wait_watching(&env, "web", true).await?;
@@ -216,12 +214,11 @@ async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> 
     if !env.sim_only("e2e-health-healthy") {
         return Ok(());
     }
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     let rollback = json!({"watchDuration": "2s"});
     env.policy("auto", policy(&env.ns, "in-place", "1s", rollback))
         .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     let first = env.wait_phase("web", "Applied").await?;
     let first_id = first["status"]["change"]["id"].clone();
@@ -246,7 +243,7 @@ async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> 
     assert!(env.hub_events("web", EventType::RolledBack).is_empty());
 
     // A later recommendation goes in once the cooldown passed (design D11).
-    env.recommend(vec![env.recommendation("web", "120m", "180Mi", "0.9")?]);
+    env.recommend_web("120m", "180Mi", "0.9")?;
     let rsr = env
         .wait_rsr("web", "a second change Applied", WAIT, |r| {
             r["status"]["change"]["id"] != first_id && r["status"]["phase"] == "Applied"
@@ -275,12 +272,11 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     if !env.sim_only("e2e-health-frozen") {
         return Ok(());
     }
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let pods = env.wait_ready("web", 2).await?;
+    let pods = env.web(2).await?;
     let rollback = json!({"watchDuration": "60s"});
     env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
         .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     let opts = AgentOptions {
         stale_after: "2s",
         ..AgentOptions::default()

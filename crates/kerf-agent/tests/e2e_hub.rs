@@ -63,11 +63,9 @@ fn blocked_reason(rsr: &Value) -> Option<&str> {
 async fn a_pause_in_the_hub_blocks_changes_with_paused_until_resumed() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-hubpause").await?;
     agent_namespace(&env).await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.web(2).await?;
+    env.policy_of("auto", "auto-patch", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.hub.pause(CLUSTER, Some(PauseScope::Cluster));
     env.start_agent(&AgentOptions::default()).await?;
 
@@ -109,11 +107,9 @@ async fn a_pause_in_the_hub_blocks_changes_with_paused_until_resumed() -> anyhow
 async fn after_a_restart_the_kept_config_holds_the_pause_until_stale_after() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-hubstate").await?;
     agent_namespace(&env).await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("p", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.web(2).await?;
+    env.policy_of("p", "audit", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.hub.pause(CLUSTER, Some(PauseScope::Cluster));
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_phase("web", "Skipped").await?;
@@ -132,8 +128,7 @@ async fn after_a_restart_the_kept_config_holds_the_pause_until_stale_after() -> 
     // workload now in auto-patch: the kept pause blocks it, until staleAfter has passed.
     env.hub
         .set_fault(Some(Endpoint::Config), Fault::Unavailable);
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.policy_of("p", "auto-patch", "in-place").await?;
     let stale_after = chrono::Duration::seconds(15);
     let opts = AgentOptions {
         stale_after: "15s",
@@ -194,8 +189,7 @@ async fn without_a_kept_config_and_the_hub_down_every_workload_is_blocked() -> a
     }
     env.wait_ready("web", 1).await?;
     env.wait_ready("api", 1).await?;
-    env.policy("p", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
+    env.policy_of("p", "audit", "in-place").await?;
     env.recommend(vec![
         env.recommendation("web", "150m", "200Mi", "0.9")?,
         env.recommendation("api", "150m", "200Mi", "0.9")?,
@@ -210,8 +204,7 @@ async fn without_a_kept_config_and_the_hub_down_every_workload_is_blocked() -> a
         .delete("kerf-hub-state", &DeleteParams::default())
         .await?;
     env.hub.set_down(true).await;
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.policy_of("p", "auto-patch", "in-place").await?;
     env.start_agent(&AgentOptions::default()).await?;
     for name in ["web", "api"] {
         env.wait_rsr(name, "Blocked HubUnreachable", e2e_support::WAIT, |r| {

@@ -5,7 +5,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, eventually, policy_spec};
+use e2e_support::{Env, Web, eventually};
 
 /// The sum of `kerf_agent_decisions_total` over every type and reason.
 fn decisions(metrics: &str) -> f64 {
@@ -19,14 +19,14 @@ fn decisions(metrics: &str) -> f64 {
 // portable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-idle-poll").await?;
-    env.deployment("web", 1, "200m", "256Mi").await?;
-    env.wait_ready("web", 1).await?;
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
     // Equal to the requests: skipped NoSignificantChange, reported once.
-    env.recommend(vec![env.recommendation("web", "200m", "256Mi", "0.9")?]);
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web(
+        "e2e-idle-poll",
+        Web::policy("p", "auto-patch", "rollout")
+            .replicas(1)
+            .recommend("200m", "256Mi", "0.9"),
+    )
+    .await?;
     env.wait_phase("web", "Skipped").await?;
     eventually("the skip reported", Duration::from_secs(20), || async {
         let rsr = env.rsr("web").await.ok()??;
@@ -57,7 +57,7 @@ async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
     );
 
     // A poll that does bring something new is decided.
-    env.recommend(vec![env.recommendation("web", "150m", "256Mi", "0.9")?]);
+    env.recommend_web("150m", "256Mi", "0.9")?;
     env.wait_phase("web", "Applied").await?;
     assert!(decisions(&env.agent_metrics()?) > after);
     env.stop_agent().await;

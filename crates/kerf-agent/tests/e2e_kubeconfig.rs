@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, policy_spec};
+use e2e_support::{AgentOptions, Env};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kerf_sim::sim::{Sim, SimConfig};
 use kube::Api;
@@ -176,11 +176,9 @@ async fn inner_portable_scenario() -> anyhow::Result<()> {
     let mut env = Env::start("e2e-kc-audit").await?;
     assert!(env.sim.is_none(), "the harness started its own kerf-sim");
     println!("E2E-NAMESPACE {}", env.ns);
-    env.deployment("web", 1, "200m", "256Mi").await?;
-    env.wait_ready("web", 1).await?;
-    env.policy("kc-audit", policy_spec(&env.ns, "audit", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.web(1).await?;
+    env.policy_of("kc-audit", "audit", "in-place").await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     let rsr = env.wait_phase("web", "Skipped").await?;
     assert_eq!(

@@ -6,7 +6,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, pod_resources, policy_spec};
+use e2e_support::{AgentOptions, Env, pod_resources};
 use k8s_openapi::api::coordination::v1::Lease;
 use kerf_agent::runtime::Agent;
 use kerf_agent::settings::Settings;
@@ -46,10 +46,8 @@ async fn holder(env: &Env) -> anyhow::Result<Option<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::Result<()> {
     let env = Env::start("e2e-leader").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("auto", "auto-patch", "in-place").await?;
     let mut agents: Vec<(String, Agent)> = Vec::new();
     for id in ["replica-a", "replica-b"] {
         agents.push((id.to_owned(), env.spawn_agent(replica(&env, id)?).await));
@@ -68,7 +66,7 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
     assert_eq!(leading, [leader.as_str()], "exactly the holder may write");
 
     // One change, made once.
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -102,7 +100,7 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
 
     // The standby continues: the next change goes in (cooldown in the policy is 1s).
-    env.recommend(vec![env.recommendation("web", "120m", "180Mi", "0.9")?]);
+    env.recommend_web("120m", "180Mi", "0.9")?;
     let applied = e2e_support::eventually("a second applied event", e2e_support::WAIT, || async {
         let all = env.hub_events("web", EventType::Applied);
         (all.len() == 2).then_some(all)

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, eventually, is_ready, policy_spec};
+use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, eventually, is_ready};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_agent::clock::SystemClock;
@@ -94,8 +94,7 @@ async fn outdated_on_delete_pods_are_evicted_highest_ordinal_first() -> anyhow::
     let env = Env::start("e2e-ondelete").await?;
     statefulset(&env, "db").await?;
     let before = eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
+    env.policy_of("auto", "auto-patch", "rollout").await?;
     env.hub
         .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
     let agent = agent(&env, Duration::from_secs(1)).await?;
@@ -143,8 +142,7 @@ async fn a_refused_eviction_is_blocked_pod_disruption_budget_and_retried() -> an
     let env = Env::start("e2e-ondelete-pdb").await?;
     statefulset(&env, "db").await?;
     eventually("3 Ready pods", e2e_support::WAIT, || ready_pods(&env, "db")).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
+    env.policy_of("auto", "auto-patch", "rollout").await?;
     env.hub
         .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
     // The pods settle for 4s: the budget goes in after the template patch, before the

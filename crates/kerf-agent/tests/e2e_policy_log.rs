@@ -50,12 +50,11 @@ fn logs() -> String {
 async fn an_invalid_policy_is_logged_as_taking_part_as_it_does() -> anyhow::Result<()> {
     capture_logs();
     let mut env = Env::start("e2e-policy-log").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     let mut spec = policy_spec(&env.ns, "auto-patch", "in-place");
     spec["apply"]["freezeWindows"] = json!([{"schedule": "0 25 * * *", "duration": "2h"}]);
     env.policy("bad-freeze", spec).await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     // The invalid freeze window counts as open: the policy still takes part.

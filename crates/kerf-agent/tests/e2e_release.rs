@@ -2,7 +2,7 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, manager, policy_spec, template_resources};
+use e2e_support::{Env, Web, manager, template_resources};
 use kerf_api::event::EventType;
 use serde_json::json;
 
@@ -10,13 +10,7 @@ use serde_json::json;
 // rule: AP-21, EV-46, EV-51, EV-52
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-release").await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("p", policy_spec(&env.ns, "auto-patch", "rollout"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
-    env.start_agent(&AgentOptions::default()).await?;
+    let mut env = Env::start_web("e2e-release", Web::policy("p", "auto-patch", "rollout")).await?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;
     let d = env.deployment_json("web").await?;
@@ -28,8 +22,7 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
 
     let applied_generation = d["metadata"]["generation"].clone();
 
-    env.policy("p", policy_spec(&env.ns, "audit", "rollout"))
-        .await?;
+    env.policy_of("p", "audit", "rollout").await?;
     let rsr = env.wait_phase("web", "Released").await?;
     assert_eq!(
         rsr["status"]["change"]["state"], "Released",

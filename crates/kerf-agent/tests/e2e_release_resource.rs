@@ -55,11 +55,10 @@ fn kerf_fields(d: &Value) -> Vec<String> {
 /// recommends 150m/200Mi and waits until the change is Applied (and, for a rollout, until
 /// the rollout completed).
 async fn applied(env: &mut Env, name: &str, strategy: &str) -> anyhow::Result<Value> {
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     env.policy(name, spec(&env.ns, strategy, "auto-patch", "auto-patch"))
         .await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_hub_event("web", EventType::Applied).await?;
     let rsr = env

@@ -44,10 +44,9 @@ fn oom(env: &Env, pod: &str) -> anyhow::Result<()> {
 /// Starts the agent on `web` (2 pods at 200m/256Mi, recommended 150m/200Mi) and waits
 /// until the in-place change is Applied and its watch took the baselines. Returns the pods.
 async fn applied_and_watching(env: &mut Env) -> anyhow::Result<Vec<String>> {
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     env.policy("auto", policy(&env.ns)).await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     // An automatic change starts a health watch (RB-01): HealthWatch reads Watching.
     env.wait_rsr("web", "Applied, watching, baselines taken", WAIT, |r| {

@@ -47,10 +47,9 @@ async fn oom(env: &Env) -> anyhow::Result<()> {
 /// Applies 150m/200Mi to `web` (200m/256Mi) with `strategy`, OOM-kills a pod once the
 /// watch took its baselines and waits until memory is restored.
 async fn partially_rolled_back(env: &mut Env, strategy: &str) -> anyhow::Result<Value> {
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
+    env.web(2).await?;
     env.policy("partial", policy(&env.ns, strategy)).await?;
-    env.recommend(vec![env.recommendation("web", "150m", "200Mi", "0.9")?]);
+    env.recommend_web("150m", "200Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_rsr("web", "Applied, watching with baselines", WAIT, |r| {
         let w = &r["status"]["watch"];
@@ -90,7 +89,7 @@ async fn nothing_reapplied(env: &Env) -> anyhow::Result<()> {
 /// A recommendation with another cpu value and the memory value the rollback removed goes
 /// in after the cooldown: cpu only.
 async fn new_cpu_goes_in(env: &Env, from_cpu: &str) -> anyhow::Result<()> {
-    env.recommend(vec![env.recommendation("web", "120m", "200Mi", "0.9")?]);
+    env.recommend_web("120m", "200Mi", "0.9")?;
     let applied = e2e_support::eventually("a second applied event", WAIT, || {
         let found = env.hub_events("web", EventType::Applied);
         async move { (found.len() == 2).then_some(found) }

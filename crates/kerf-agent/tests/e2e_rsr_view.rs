@@ -7,73 +7,21 @@
 mod e2e_support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use e2e_support::{AgentOptions, Env, WAIT};
 use k8s_openapi::api::apps::v1::Deployment;
 use kerf_sim::kubelet::{Fault, inject};
+use kerf_testkit::table;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-
-const KUBECTL: &str = "/usr/bin/kubectl";
 
 /// Runs kubectl against the scenario's kerf-sim; fails when kubectl is missing.
 fn kubectl(env: &Env, args: &[&str]) -> anyhow::Result<String> {
     let Some(sim) = env.sim.as_ref() else {
         anyhow::bail!("this scenario needs kerf-sim");
     };
-    let out = Command::new(KUBECTL)
-        .env("KUBECONFIG", sim.kubeconfig_path())
-        .args(args)
-        .output()
-        .map_err(|e| {
-            anyhow::anyhow!("{KUBECTL} cannot run ({e}): install kubectl 1.32 at {KUBECTL}")
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    anyhow::ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(text)
-}
-
-/// The rows of a kubectl table by the header's column offsets in characters (headers may
-/// hold one space: `LAST CHANGE`; columns are at least two apart): NAME → header → cell.
-fn table(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut lines = text.lines();
-    let header: Vec<char> = lines.next().unwrap_or_default().chars().collect();
-    let mut starts: Vec<usize> = Vec::new();
-    for i in 0..header.len() {
-        let after_gap = i >= 2 && header[i - 1] == ' ' && header[i - 2] == ' ';
-        if header[i] != ' ' && (i == 0 || after_gap) {
-            starts.push(i);
-        }
-    }
-    let slice = |chars: &[char], k: usize| -> String {
-        let start = starts[k].min(chars.len());
-        let end = starts
-            .get(k + 1)
-            .map_or(chars.len(), |e| (*e).min(chars.len()));
-        chars[start..end]
-            .iter()
-            .collect::<String>()
-            .trim()
-            .to_owned()
-    };
-    let names: Vec<String> = (0..starts.len()).map(|k| slice(&header, k)).collect();
-    let mut rows = BTreeMap::new();
-    for line in lines {
-        let chars: Vec<char> = line.chars().collect();
-        let row: BTreeMap<String, String> = names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (n.clone(), slice(&chars, k)))
-            .collect();
-        rows.insert(row.get("NAME").cloned().unwrap_or_default(), row);
-    }
-    rows
+    kerf_testkit::kubectl_stdout(sim.kubeconfig_path(), args)
 }
 
 fn cell<'a>(

@@ -71,12 +71,10 @@ async fn assert_fell_back(env: &Env, reason: &str, cpu_milli: u32) -> anyhow::Re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infeasible_on_1_35_falls_back_to_a_rollout_at_once() -> anyhow::Result<()> {
     let mut env = Env::start_sim("e2e-infeasible-135", sim(35, 3)).await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    env.wait_ready("web", 2).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
+    env.web(2).await?;
+    env.policy_of("auto", "auto-patch", "in-place").await?;
     // More CPU than any node has: the 1.35 kubelet reports Infeasible.
-    env.recommend(vec![env.recommendation("web", "5", "256Mi", "0.9")?]);
+    env.recommend_web("5", "256Mi", "0.9")?;
     let started = chrono::Utc::now();
     env.start_agent(&AgentOptions::default()).await?;
 
@@ -94,11 +92,9 @@ async fn infeasible_on_1_35_falls_back_to_a_rollout_at_once() -> anyhow::Result<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_403_at_admission_on_1_36_falls_back_like_infeasible() -> anyhow::Result<()> {
     let mut env = Env::start_sim("e2e-infeasible-136", sim(36, 3)).await?;
-    env.deployment("web", 2, "200m", "256Mi").await?;
-    let before = env.wait_ready("web", 2).await?;
-    env.policy("auto", policy_spec(&env.ns, "auto-patch", "in-place"))
-        .await?;
-    env.recommend(vec![env.recommendation("web", "5", "256Mi", "0.9")?]);
+    let before = env.web(2).await?;
+    env.policy_of("auto", "auto-patch", "in-place").await?;
+    env.recommend_web("5", "256Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let e = assert_fell_back(&env, "ResizeInfeasible", 5000).await?;
@@ -133,7 +129,7 @@ async fn deferred_falls_back_after_fallback_after_and_rollout_stays() -> anyhow:
     let mut spec = policy_spec(&env.ns, "auto-patch", "in-place");
     spec["apply"]["fallbackAfter"] = json!("2s");
     env.policy("auto", spec).await?;
-    env.recommend(vec![env.recommendation("web", "2", "256Mi", "0.9")?]);
+    env.recommend_web("2", "256Mi", "0.9")?;
     env.start_agent(&AgentOptions::default()).await?;
 
     let rsr = env
@@ -162,7 +158,7 @@ async fn deferred_falls_back_after_fallback_after_and_rollout_stays() -> anyhow:
 
     // The next change goes in as a rollout too, without trying in-place first.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    env.recommend(vec![env.recommendation("web", "1500m", "256Mi", "0.9")?]);
+    env.recommend_web("1500m", "256Mi", "0.9")?;
     let second = e2e_support::eventually(
         "a second applied event",
         Duration::from_secs(15),

@@ -5,6 +5,7 @@
 
 #[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
 mod pipeline_fixture;
+mod status_support;
 
 use chrono::Duration;
 use kerf_agent::event_text;
@@ -17,33 +18,10 @@ use kerf_api::rsr::{
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceValues};
-use kerf_decide::effective::{EffectivePolicy, Layer, PolicyProblem};
+use kerf_decide::effective::{Layer, PolicyProblem};
 use kerf_decide::facts::Facts;
 use pipeline_fixture::{MI, facts, now, policy, q, recommendation, set_mode, set_strategy, values};
-
-/// Decides on `f` (its state taken from `prev`) and builds the status.
-fn build(
-    f: &mut Facts,
-    p: &EffectivePolicy,
-    prev: &RightsizingRecommendationStatus,
-) -> RightsizingRecommendationStatus {
-    f.state.change = prev.change.clone();
-    f.state.last_rollback = prev.last_rollback.clone();
-    f.state.live = prev.live.clone();
-    let d = kerf_decide::decide(f, p, now());
-    let invalid = status::invalid_inputs(p, Some(&d));
-    status::build_status(&StatusInput {
-        previous: prev,
-        decision: Some(&d),
-        facts: Some(f),
-        policy_name: Some("shop-default"),
-        generation: Some(1),
-        invalid: &invalid,
-        rollout_in_progress: false,
-        withdrawn: false,
-        now: now(),
-    })
-}
+use status_support::build;
 
 fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
     let sum = s.summary.clone().unwrap_or_default();

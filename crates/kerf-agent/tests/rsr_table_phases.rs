@@ -5,9 +5,9 @@
 
 #[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
 mod pipeline_fixture;
+mod status_support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::core::v1::Namespace;
@@ -19,14 +19,15 @@ use kerf_api::rsr::{
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceValues, RightsizingRecommendation};
-use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
+use kerf_decide::effective::{Layer, Sourced};
 use kerf_decide::facts::Facts;
+use kerf_testkit::{kubectl_stdout, table};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use pipeline_fixture::{MI, facts, now, policy, q, recommendation, set_mode, set_strategy, values};
 use serde_json::json;
+use status_support::build;
 
-const KUBECTL: &str = "/usr/bin/kubectl";
 const NS: &str = "payments";
 
 /// One rsr of the table: its name, the status the agent builds, and what its row must show.
@@ -39,30 +40,6 @@ struct Row {
     wide: [&'static str; 2],
     /// The instant LAST CHANGE counts from.
     last_change: Option<DateTime<Utc>>,
-}
-
-/// Decides on `f` (its state taken from `prev`) and builds the status as the agent does.
-fn build(
-    f: &mut Facts,
-    p: &EffectivePolicy,
-    prev: &RightsizingRecommendationStatus,
-) -> RightsizingRecommendationStatus {
-    f.state.change = prev.change.clone();
-    f.state.last_rollback = prev.last_rollback.clone();
-    f.state.live = prev.live.clone();
-    let d = kerf_decide::decide(f, p, now());
-    let invalid = status::invalid_inputs(p, Some(&d));
-    status::build_status(&StatusInput {
-        previous: prev,
-        decision: Some(&d),
-        facts: Some(f),
-        policy_name: Some("shop-default"),
-        generation: Some(1),
-        invalid: &invalid,
-        rollout_in_progress: false,
-        withdrawn: false,
-        now: now(),
-    })
 }
 
 /// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`, live 2h ago.
@@ -321,60 +298,6 @@ async fn write(client: &Client, row: &Row) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs kubectl against the sim; fails when kubectl is missing.
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(KUBECTL)
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .output()
-        .map_err(|e| {
-            anyhow::anyhow!("{KUBECTL} cannot run ({e}): install kubectl 1.32 at {KUBECTL}")
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    anyhow::ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(text)
-}
-
-/// The rows of a kubectl table by the header's column offsets in characters (headers may
-/// hold one space: `LAST CHANGE`; columns are at least two apart): NAME → header → cell.
-fn table(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut lines = text.lines();
-    let header: Vec<char> = lines.next().unwrap_or_default().chars().collect();
-    let starts: Vec<usize> = (0..header.len())
-        .filter(|&i| {
-            let after_gap = i >= 2 && header[i - 1] == ' ' && header[i - 2] == ' ';
-            header[i] != ' ' && (i == 0 || after_gap)
-        })
-        .collect();
-    let slice = |chars: &[char], k: usize| -> String {
-        let start = starts[k].min(chars.len());
-        let end = starts
-            .get(k + 1)
-            .map_or(chars.len(), |e| (*e).min(chars.len()));
-        chars[start..end]
-            .iter()
-            .collect::<String>()
-            .trim()
-            .to_owned()
-    };
-    let names: Vec<String> = (0..starts.len()).map(|k| slice(&header, k)).collect();
-    lines
-        .map(|line| {
-            let chars: Vec<char> = line.chars().collect();
-            let row: BTreeMap<String, String> = names
-                .iter()
-                .enumerate()
-                .map(|(k, n)| (n.clone(), slice(&chars, k)))
-                .collect();
-            (row.get("NAME").cloned().unwrap_or_default(), row)
-        })
-        .collect()
-}
-
 /// The age kubectl prints for a `date` column (k8s.io/apimachinery `HumanDuration`).
 fn human_duration(d: Duration) -> String {
     let s = d.num_seconds();
@@ -436,9 +359,9 @@ async fn every_phase_shows_its_values_reason_and_wide_columns_in_kubectl() -> an
         write(&client, row).await?;
     }
     let kubeconfig = sim.kubeconfig_path();
-    let text = kubectl(kubeconfig, &["get", "rsr", "-A"])?;
+    let text = kubectl_stdout(kubeconfig, &["get", "rsr", "-A"])?;
     let before = Utc::now();
-    let wide_text = kubectl(kubeconfig, &["get", "rsr", "-A", "-o", "wide"])?;
+    let wide_text = kubectl_stdout(kubeconfig, &["get", "rsr", "-A", "-o", "wide"])?;
     let after = Utc::now();
     let (table_rows, wide_rows) = (table(&text), table(&wide_text));
     assert_eq!(table_rows.len(), rows.len(), "{text}");

@@ -3,12 +3,10 @@
 
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kerf_testkit::api_sim;
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::json;
 
 #[tokio::test]
@@ -43,16 +41,7 @@ async fn client_creates_lists_by_label_and_deletes_configmaps() -> anyhow::Resul
 async fn client_watch_sees_added_modified_deleted() -> anyhow::Result<()> {
     let sim = api_sim().await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut stream = api
-        .watch(&WatchParams::default().timeout(5), &rv)
-        .await?
-        .boxed();
+    let mut stream = kerf_testkit::watch_from_now(&api, 5).await?;
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "w"}, "data": {"k": "1"}}))?;
     api.create(&PostParams::default(), &cm).await?;

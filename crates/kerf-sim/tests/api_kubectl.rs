@@ -36,7 +36,6 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_resize_wait_and_describe_work() -> anyhow::Result<()> {
-    kerf_testkit::require_kubectl()?;
     let sim = Sim::start(SimConfig::default()).await?;
     let (ok, out) = kubectl(&sim, &["apply", "-f", "-"], Some(MANIFEST))?;
     assert!(ok, "{out}");

@@ -44,7 +44,6 @@ fn kubectl(sim: &Sim, args: &str, stdin: Option<&str>) -> anyhow::Result<(bool, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_of_generated_yaml_and_scale_work() -> anyhow::Result<()> {
-    kerf_testkit::require_kubectl()?;
     let sim = api_sim().await?;
     let (ok, yaml) = kubectl(&sim, "create namespace x --dry-run=client -o yaml", None)?;
     assert!(ok, "{yaml}");

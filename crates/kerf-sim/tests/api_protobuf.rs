@@ -51,7 +51,6 @@ async fn send(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_generators_create_their_objects() -> anyhow::Result<()> {
-    kerf_testkit::require_kubectl()?;
     let sim = api_sim().await?;
     let steps = [
         ("create namespace x", "namespace/x created"),

@@ -53,14 +53,7 @@ async fn send(
         Value::String(s) => s.clone().into_bytes(),
         other => serde_json::to_vec(other)?,
     };
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes())?)
-        .user_agent("curl/7.88.1")
-        .build()?;
-    let mut b = client
-        .request(method.parse()?, format!("{}{path}", sim.url()))
-        .header("accept", "application/json")
-        .header("authorization", "Bearer test-admin-token");
+    let mut b = kerf_testkit::curl(sim, method, path)?;
     if let Some(ct) = content_type {
         b = b.header("content-type", ct);
     }

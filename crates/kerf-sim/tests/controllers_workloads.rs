@@ -51,6 +51,41 @@ async fn pods(api: &Api<Pod>, app: &str) -> anyhow::Result<Vec<Value>> {
         .collect()
 }
 
+/// Creates `obj` through `api`.
+#[allow(clippy::unwrap_used)] // test helper: a failed create fails the test
+async fn create<K>(api: &Api<K>, obj: Value)
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let obj = serde_json::from_value(obj).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+/// Waits up to [`SETTLE`] for `check` to give a value.
+#[allow(clippy::unwrap_used)] // test helper: a timeout fails the test
+async fn settle<T, Fut>(check: impl FnMut() -> Fut) -> T
+where
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    eventually("the controllers to reach the expected state", SETTLE, check)
+        .await
+        .unwrap()
+}
+
+/// Waits until `n` pods of `app` are Ready.
+async fn ready_pods(pod_api: &Api<Pod>, app: &str, n: usize) {
+    settle(|| async {
+        let ready = pods(pod_api, app)
+            .await
+            .ok()?
+            .iter()
+            .filter(|p| is_ready(p))
+            .count();
+        (ready == n).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable() {
     let sim = start().await.unwrap();
@@ -61,22 +96,12 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                  "template": template("web", "1")}});
-    deps.create(
-        &PostParams::default(),
-        &serde_json::from_value(dep).unwrap(),
-    )
-    .await
-    .unwrap();
-    eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let p = pods(&pod_api, "web").await.ok()?;
-            (p.len() == 3 && p.iter().all(is_ready)).then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    create(&deps, dep).await;
+    settle(|| async {
+        let p = pods(&pod_api, "web").await.ok()?;
+        (p.len() == 3 && p.iter().all(is_ready)).then_some(())
+    })
+    .await;
 
     // Watch every store change during the rollout and check the bounds at each one.
     let store = sim.context().store.clone();
@@ -116,21 +141,16 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
     assert!(max_total <= 4, "maxSurge 1 allows 4 pods, saw {max_total}");
     assert_eq!(min_ready, 3, "maxUnavailable 0 keeps 3 pods ready");
 
-    let d = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
-            let s = &d["status"];
-            (s["updatedReplicas"] == 3
-                && s["availableReplicas"] == 3
-                && s["replicas"] == 3
-                && s["observedGeneration"] == d["metadata"]["generation"])
-                .then_some(d)
-        },
-    )
-    .await
-    .unwrap();
+    let d = settle(|| async {
+        let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+        let s = &d["status"];
+        (s["updatedReplicas"] == 3
+            && s["availableReplicas"] == 3
+            && s["replicas"] == 3
+            && s["observedGeneration"] == d["metadata"]["generation"])
+            .then_some(d)
+    })
+    .await;
     assert_eq!(
         d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
         "2"
@@ -171,28 +191,8 @@ async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
     let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
     let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "rc", "namespace": "default"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "rc"}}, "strategy": {"type": "Recreate"}, "template": template("rc", "1")}});
-    deps.create(
-        &PostParams::default(),
-        &serde_json::from_value(dep).unwrap(),
-    )
-    .await
-    .unwrap();
-    eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            (pods(&pod_api, "rc")
-                .await
-                .ok()?
-                .iter()
-                .filter(|p| is_ready(p))
-                .count()
-                == 2)
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    create(&deps, dep).await;
+    ready_pods(&pod_api, "rc", 2).await;
     let store = sim.context().store.clone();
     let mut rx = store.subscribe();
     let checker = tokio::spawn(async move {
@@ -244,29 +244,8 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
         "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
                  "updateStrategy": {"type": "OnDelete"}, "template": template("db", "1")}});
-    sts_api
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(sts).unwrap(),
-        )
-        .await
-        .unwrap();
-    eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            (pods(&pod_api, "db")
-                .await
-                .ok()?
-                .iter()
-                .filter(|p| is_ready(p))
-                .count()
-                == 2)
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    create(&sts_api, sts).await;
+    ready_pods(&pod_api, "db", 2).await;
     let names: Vec<String> = pods(&pod_api, "db")
         .await
         .unwrap()
@@ -283,16 +262,11 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         )
         .await
         .unwrap();
-    let s = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
-            (s["status"]["observedGeneration"] == 2).then_some(s)
-        },
-    )
-    .await
-    .unwrap();
+    let s = settle(|| async {
+        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
+        (s["status"]["observedGeneration"] == 2).then_some(s)
+    })
+    .await;
     assert_ne!(
         s["status"]["currentRevision"],
         s["status"]["updateRevision"]
@@ -313,16 +287,11 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         .delete("db-1", &DeleteParams::default())
         .await
         .unwrap();
-    let p = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
-            (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
-        },
-    )
-    .await
-    .unwrap();
+    let p = settle(|| async {
+        let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
+        (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
+    })
+    .await;
     assert_eq!(
         p["metadata"]["labels"]["controller-revision-hash"],
         s["status"]["updateRevision"]
@@ -349,29 +318,8 @@ async fn statefulset_rolling_update_replaces_every_pod() {
     let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ru", "namespace": "default"},
         "spec": {"replicas": 2, "serviceName": "ru", "selector": {"matchLabels": {"app": "ru"}}, "template": template("ru", "1")}});
-    sts_api
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(sts).unwrap(),
-        )
-        .await
-        .unwrap();
-    eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            (pods(&pod_api, "ru")
-                .await
-                .ok()?
-                .iter()
-                .filter(|p| is_ready(p))
-                .count()
-                == 2)
-                .then_some(())
-        },
-    )
-    .await
-    .unwrap();
+    create(&sts_api, sts).await;
+    ready_pods(&pod_api, "ru", 2).await;
     sts_api
         .patch(
             "ru",
@@ -380,19 +328,14 @@ async fn statefulset_rolling_update_replaces_every_pod() {
         )
         .await
         .unwrap();
-    let s = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
-            (s["status"]["updatedReplicas"] == 2
-                && s["status"]["readyReplicas"] == 2
-                && s["status"]["currentRevision"] == s["status"]["updateRevision"])
-                .then_some(s)
-        },
-    )
-    .await
-    .unwrap();
+    let s = settle(|| async {
+        let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
+        (s["status"]["updatedReplicas"] == 2
+            && s["status"]["readyReplicas"] == 2
+            && s["status"]["currentRevision"] == s["status"]["updateRevision"])
+            .then_some(s)
+    })
+    .await;
     assert_eq!(s["status"]["currentReplicas"], 2);
 }
 
@@ -403,57 +346,34 @@ async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
     let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
     let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "default"},
         "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template("agent", "1")}});
-    ds_api
-        .create(&PostParams::default(), &serde_json::from_value(ds).unwrap())
-        .await
-        .unwrap();
-    let ps = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let p = pods(&pod_api, "agent").await.ok()?;
-            (p.len() == 3 && p.iter().all(is_ready)).then_some(p)
-        },
-    )
-    .await
-    .unwrap();
+    create(&ds_api, ds).await;
+    let ps = settle(|| async {
+        let p = pods(&pod_api, "agent").await.ok()?;
+        (p.len() == 3 && p.iter().all(is_ready)).then_some(p)
+    })
+    .await;
     let nodes: std::collections::BTreeSet<&str> = ps
         .iter()
         .filter_map(|p| p["spec"]["nodeName"].as_str())
         .collect();
     assert_eq!(nodes.len(), 3);
-    let ds = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
-            (d["status"]["numberReady"] == 3).then_some(d)
-        },
-    )
-    .await
-    .unwrap();
+    let ds = settle(|| async {
+        let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
+        (d["status"]["numberReady"] == 3).then_some(d)
+    })
+    .await;
     assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
     assert_eq!(ds["status"]["updatedNumberScheduled"], 3);
 
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.client(), "default");
     let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "agent-pdb", "namespace": "default"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "agent"}}}});
-    pdbs.create(
-        &PostParams::default(),
-        &serde_json::from_value(pdb).unwrap(),
-    )
-    .await
-    .unwrap();
-    let pdb = eventually(
-        "the controllers to reach the expected state",
-        SETTLE,
-        || async {
-            let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
-            (p["status"]["expectedPods"] == 3).then_some(p)
-        },
-    )
-    .await
-    .unwrap();
+    create(&pdbs, pdb).await;
+    let pdb = settle(|| async {
+        let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
+        (p["status"]["expectedPods"] == 3).then_some(p)
+    })
+    .await;
     assert_eq!(pdb["status"]["currentHealthy"], 3);
     assert_eq!(pdb["status"]["desiredHealthy"], 2);
     assert_eq!(pdb["status"]["disruptionsAllowed"], 1);

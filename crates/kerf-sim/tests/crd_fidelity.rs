@@ -3,8 +3,6 @@
 //! `Warning` headers (or refused under `fieldValidation=Strict`), and the OpenAPI that
 //! `kubectl explain` reads (v3, and v2 as JSON).
 
-use std::process::{Command, Stdio};
-
 use kerf_sim::sim::{Sim, SimConfig};
 use serde_json::{Value, json};
 
@@ -37,14 +35,7 @@ async fn send(
     content_type: &str,
     body: &Value,
 ) -> anyhow::Result<(u16, Vec<String>, Value)> {
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes())?)
-        .user_agent("curl/7.88.1")
-        .build()?;
-    let mut b = client
-        .request(method.parse()?, format!("{}{path}", sim.url()))
-        .header("accept", "application/json")
-        .header("authorization", "Bearer test-admin-token");
+    let mut b = kerf_testkit::curl(sim, method, path)?;
     if !body.is_null() {
         b = b
             .header("content-type", content_type)
@@ -146,25 +137,7 @@ async fn unknown_fields_are_pruned_and_named_in_warning_headers() -> anyhow::Res
 
 /// Runs kubectl against the cluster; fails with what to install when kubectl is missing.
 fn kubectl(sim: &Sim, args: &[&str], stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", sim.kubeconfig_path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("kubectl (v1.32) is needed on PATH for this test: {e}"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    kerf_testkit::kubectl(sim.kubeconfig_path(), args, stdin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

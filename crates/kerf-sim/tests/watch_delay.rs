@@ -5,10 +5,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{PostParams, WatchEvent};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -21,16 +21,7 @@ fn config_map(name: &str) -> anyhow::Result<ConfigMap> {
 /// the first create to the first delivery.
 async fn watch_creates(client: Client, names: &[&str]) -> anyhow::Result<(Vec<String>, Duration)> {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut stream = api
-        .watch(&WatchParams::default().timeout(30), &rv)
-        .await?
-        .boxed();
+    let mut stream = kerf_testkit::watch_from_now(&api, 30).await?;
     let started = Instant::now();
     for n in names {
         api.create(&PostParams::default(), &config_map(n)?).await?;

@@ -1,26 +1,31 @@
 //! Test set-up shared by the tests of the workspace: the simulated cluster they start by
 //! default, Kerf's CRDs applied to a cluster, a test CA for TLS servers, and [`eventually`],
-//! which polls a condition until it holds or a deadline passes.
+//! which polls a condition until it holds or a deadline passes. With feature `e2e`, the
+//! harness of the agent's end-to-end scenarios ([`e2e::Env`]).
 //!
 //! A dev-dependency only: nothing here is linked into the agent.
 
 use std::future::Future;
-use std::io::Write as _;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kerf_api::{RightsizingPolicy, RightsizingRecommendation};
 use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 mod ca;
+#[cfg(feature = "e2e")]
+pub mod e2e;
+mod kubectl;
 
 pub use ca::{Leaf, TestCa};
+pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
 
 /// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
 pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
@@ -57,7 +62,21 @@ pub async fn api_sim() -> anyhow::Result<Sim> {
 
 /// Polls `check` every [`POLL`] until it gives a value, for `timeout` at most; the error
 /// names `what` was awaited.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_every(POLL, what, timeout, check).await
+}
+
+/// [`eventually`], polling every `poll`.
+pub async fn eventually_every<T, F, Fut>(
+    poll: Duration,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -70,7 +89,7 @@ where
         if tokio::time::Instant::now() > deadline {
             anyhow::bail!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(poll).await;
     }
 }
 
@@ -123,50 +142,36 @@ pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
     .await
 }
 
-/// What to do when kubectl is missing.
-pub const KUBECTL_HOW: &str = "kubectl (v1.32) is needed on PATH for this test: install it \
-                               (CI has it at /usr/bin/kubectl)";
-
-/// Fails with how to get kubectl when it does not run.
-pub fn require_kubectl() -> anyhow::Result<()> {
-    match Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-    {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => anyhow::bail!(
-            "{KUBECTL_HOW}; `kubectl version --client` failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => anyhow::bail!("{KUBECTL_HOW}: {e}"),
-    }
+/// A request to `sim` as curl sends it (`User-Agent: curl/7.88.1`), as the admin,
+/// accepting JSON.
+pub fn curl(sim: &Sim, method: &str, path: &str) -> anyhow::Result<reqwest::RequestBuilder> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes())?)
+        .user_agent("curl/7.88.1")
+        .build()?;
+    Ok(client
+        .request(method.parse()?, format!("{}{path}", sim.url()))
+        .header("accept", "application/json")
+        .header("authorization", "Bearer test-admin-token"))
 }
 
-/// Runs `kubectl` with `args` against the cluster of `kubeconfig`, writing `stdin` to it;
-/// answers whether it succeeded and its output (stdout, then stderr).
-pub fn kubectl(
-    kubeconfig: &Path,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> anyhow::Result<(bool, String)> {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("{KUBECTL_HOW}: {e}"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+/// A watch of `api` from its current resourceVersion (listed first), ending after
+/// `timeout_secs` seconds.
+pub async fn watch_from_now<K>(
+    api: &Api<K>,
+    timeout_secs: u32,
+) -> anyhow::Result<BoxStream<'static, kube::Result<WatchEvent<K>>>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let rv = api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let wp = WatchParams::default().timeout(timeout_secs);
+    Ok(api.watch(&wp, &rv).await?.boxed())
 }
 
 fn dynamic_api(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {

