@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, eventually, is_ready};
+use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, eventually, is_ready, policy_spec};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_agent::clock::SystemClock;

@@ -27,6 +27,7 @@ pub fn take(memory: &mut Memory, key: &WorkloadKey, change_ids: &BTreeSet<String
         schedule: _,
         reports,
         writes,
+        objects,
         attempts,
     } = memory;
     let ReportLedger {
@@ -61,6 +62,7 @@ pub fn take(memory: &mut Memory, key: &WorkloadKey, change_ids: &BTreeSet<String
             superseded: superseded.remove_entry(key).into_iter().collect(),
             invalid: invalid.remove_entry(key).into_iter().collect(),
         },
+        objects: objects.take_key(key),
         attempts: Attempts {
             failures: change_ids
                 .iter()
@@ -83,8 +85,10 @@ pub fn put_back(memory: &mut Memory, part: Memory) {
         schedule,
         reports,
         writes,
+        objects,
         attempts,
     } = part;
+    memory.objects.extend(objects);
     let Schedule {
         timers,
         requeued,
@@ -128,6 +132,7 @@ pub fn put_back(memory: &mut Memory, part: Memory) {
 mod tests {
     use super::*;
     use crate::reconcile::InFlight;
+    use crate::reconcile::fresh::Written;
     use kerf_api::WorkloadKind;
 
     fn key(name: &str) -> WorkloadKey {
@@ -158,6 +163,12 @@ mod tests {
                 .insert(k.clone(), vec![in_flight(&k)]);
             m.writes.replaced(&k, vec![format!("{name}-1")]);
             m.writes.invalid.insert(k.clone(), format!("{name} bad"));
+            let write = kerf_decide::pass::fresh::OwnWrite {
+                answer: Some("7".into()),
+                replaced: None,
+                at: chrono::DateTime::UNIX_EPOCH,
+            };
+            m.objects.record(&k, vec![(Written::Workload, write)]);
             m.attempts.failures.insert(format!("change-{name}"), 2);
             m.attempts
                 .refused_evictions
@@ -188,6 +199,8 @@ mod tests {
         assert!(!m.writes.superseded.contains_key(&x));
         assert!(!m.attempts.failures.contains_key("change-x"));
         assert_eq!(m.attempts.refused_evictions.len(), 1);
+        assert!(part.objects.has(&x) && !part.objects.has(&key("y")));
+        assert!(!m.objects.has(&x) && m.objects.has(&key("y")));
 
         let mut part = part;
         part.attempts.failures.remove("change-x");
@@ -198,6 +211,7 @@ mod tests {
         assert_eq!(m.reports.acked_reports.len(), 2);
         assert!(m.writes.stale(&x, "x-1"));
         assert_eq!(m.writes.invalid.len(), 2);
+        assert!(m.objects.has(&x) && m.objects.has(&key("y")));
         // What the pass removed stays removed; what it scheduled is kept.
         assert!(!m.attempts.failures.contains_key("change-x"));
         assert_eq!(m.attempts.refused_evictions.len(), 2);

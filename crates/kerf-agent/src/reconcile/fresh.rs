@@ -64,6 +64,23 @@ impl ObjectWrites {
         }
     }
 
+    /// Takes out the writes of `key` (for a pass that runs on its own).
+    pub fn take_key(&mut self, key: &WorkloadKey) -> ObjectWrites {
+        ObjectWrites {
+            by_key: self.by_key.remove_entry(key).into_iter().collect(),
+        }
+    }
+
+    /// Puts back what [`ObjectWrites::take_key`] took, with what the pass added.
+    pub fn extend(&mut self, other: ObjectWrites) {
+        self.by_key.extend(other.by_key);
+    }
+
+    /// Whether `key` has writes the caches did not show yet.
+    pub fn has(&self, key: &WorkloadKey) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// Whether the caches still lack a write to `key`'s objects that holds its passes back
     /// at `now`; writes they show (or that expired) are forgotten.
     pub fn holds_back(&mut self, key: &WorkloadKey, cache: &CacheSet, now: DateTime<Utc>) -> bool {
