@@ -68,5 +68,8 @@ fuzz_target!(|data: &[u8]| {
     let applied = json_patch::patch(&mut pod, &patch);
     assert!(applied.is_ok(), "{applied:?}: {patch:?} on {pod}");
     let wire: Value = serde_json::from_slice(&wire.unwrap_or_default()).unwrap_or_default();
-    assert_eq!(wire["response"]["patch"].as_str(), Some(B64.encode(bytes).as_str()));
+    assert_eq!(
+        wire["response"]["patch"].as_str(),
+        Some(B64.encode(bytes).as_str())
+    );
 });

@@ -24,10 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(s) = kerf_fuzz::text(data) else {
         return;
     };
-    let parts: Vec<Vec<&str>> = s
-        .split("\n--\n")
-        .map(|p| p.split('\n').collect())
-        .collect();
+    let parts: Vec<Vec<&str>> = s.split("\n--\n").map(|p| p.split('\n').collect()).collect();
     let now = instant(parts[0].get(5).copied());
     let list = WindowList::new(parts.iter().map(|p| window(p)).collect());
     for kind in [WindowKind::Maintenance, WindowKind::Freeze] {

@@ -61,7 +61,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = ep.values_hash();
     // An annotation the agent cannot read never widens what it may do.
     let a = &meta.annotations;
-    if a.get(ANNOTATION_MODE).is_some_and(|m| Mode::parse(m.trim()).is_none()) {
+    if a.get(ANNOTATION_MODE)
+        .is_some_and(|m| Mode::parse(m.trim()).is_none())
+    {
         for r in [Resource::Cpu, Resource::Memory] {
             assert_eq!(ep.mode_of(r), Mode::Off, "invalid mode annotation {a:?}");
         }
