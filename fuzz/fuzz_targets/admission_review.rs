@@ -53,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
         unreachable!("a review answer without a response");
     };
     assert!(resp.allowed, "the webhook denied: {resp:?}");
-    let sent: Value = serde_json::from_slice(data).unwrap_or_default();
+    // A body the typed decoder reads may still not load as a `Value` (a number out of
+    // f64's range in a field the webhook skips): nothing to compare with then.
+    let Ok(sent) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
     assert_eq!(sent["request"]["uid"].as_str(), Some(resp.uid.as_str()));
     let wire = encode(&review);
     assert!(wire.is_ok(), "{wire:?}");
