@@ -446,8 +446,12 @@ fn status_error(endpoint: HubEndpoint, answer: &Answer) -> HubClientError {
     }
 }
 
-/// Decodes a hub answer; the error names the path of the bad field.
-fn decode<T: DeserializeOwned>(endpoint: HubEndpoint, body: &[u8]) -> Result<T, HubClientError> {
+/// Decodes a hub answer's body (a recommendation list, a configuration, an events answer
+/// or an error); the error names the path of the bad field.
+pub fn decode<T: DeserializeOwned>(
+    endpoint: HubEndpoint,
+    body: &[u8],
+) -> Result<T, HubClientError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| HubClientError::Decode {
         endpoint: endpoint.as_str(),

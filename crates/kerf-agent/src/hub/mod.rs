@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-pub use client::{Fetch, HubClient};
+pub use client::{Fetch, HubClient, decode};
 pub use metrics::HubMetrics;
 pub use state::{HubState, LastGood};
 
