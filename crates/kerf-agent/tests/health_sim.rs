@@ -15,7 +15,7 @@ use kerf_agent::executor::resize::resize_pod;
 use kerf_agent::executor::rollout::apply_template;
 use kerf_agent::health::{
     HealthStep, RollbackCtx, RollbackOutcome, RsrWriter, StatusWriter, ThrottlingSource,
-    WatchInput, Watcher,
+    WatchInput, Watcher, rollback::RollbackWrite,
 };
 use kerf_agent::intent::IntentError;
 use kerf_api::event::EventType;
@@ -109,8 +109,15 @@ async fn roll_back<W: StatusWriter>(
     status: &mut RightsizingRecommendationStatus,
     breach: &Breach,
     writer: &mut W,
-) -> anyhow::Result<RollbackOutcome> {
+) -> anyhow::Result<(RollbackOutcome, Vec<(RollbackWrite, Option<String>)>)> {
     let ps = pods(client, &wl.name).await?;
+    let wrote = std::sync::Mutex::new(Vec::new());
+    let note = |object, answer| {
+        let mut list = wrote
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        list.push((object, answer));
+    };
     let ctx = RollbackCtx {
         client,
         workload: wl.clone(),
@@ -118,10 +125,15 @@ async fn roll_back<W: StatusWriter>(
         pods: &ps,
         hpas: &[],
         may_write: &always,
+        wrote: &note,
         metrics: &kerf_agent::executor::metrics::ExecutorMetrics::default(),
         now: Utc::now(),
     };
-    Ok(w.rollback(&ctx, status, breach, writer).await?)
+    let out = w.rollback(&ctx, status, breach, writer).await?;
+    let wrote = wrote
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok((out, wrote))
 }
 
 async fn in_place(
@@ -184,7 +196,17 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
     inject(sim.context(), fault("oom", &ps[0].name))?;
     let breach = breach_of(&w, &client, "oom", &mut status, Utc::now).await?;
     assert_eq!(breach.reason, BreachReason::OomKills);
-    let out = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
+    let (out, wrote) = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
+    // Each pod's resize back is reported with the resourceVersion of its answer, so the
+    // next pass waits until the cache shows it.
+    for p in &ps {
+        assert!(
+            wrote
+                .iter()
+                .any(|(o, rv)| *o == RollbackWrite::Pod(p.name.clone()) && rv.is_some()),
+            "{wrote:?}"
+        );
+    }
 
     // Marked RolledBack first, with the pods still at the change's values (RB-20, RB-21).
     let (marked, pods_then) = &writer.writes[1];
@@ -277,7 +299,7 @@ async fn rb_07_restarts_roll_back_every_touched_resource() -> anyhow::Result<()>
     }
     let breach = breach_of(&w, &client, "rst", &mut status, Utc::now).await?;
     assert_eq!(breach.reason, BreachReason::Restarts);
-    let out = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
+    let (out, _wrote) = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
     assert!(matches!(out, RollbackOutcome::Done { .. }), "{out:?}");
     for r in pod_requests(&pods(&client, "rst").await?) {
         assert_eq!(
@@ -333,7 +355,7 @@ async fn rb_23_a_rollout_change_rolls_back_by_template_apply() -> anyhow::Result
     writer.write(&status).await?;
     inject(sim.context(), fault("oom", &rolled[1].name))?;
     let breach = breach_of(&w, &client, "ro", &mut status, Utc::now).await?;
-    let out = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
+    let (out, _wrote) = roll_back(&w, &client, &wl, &mut status, &breach, &mut writer).await?;
     assert!(matches!(out, RollbackOutcome::Done { .. }), "{out:?}");
     let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(client.clone(), NS);
@@ -428,7 +450,7 @@ async fn rb_17_throttling_through_the_cadvisor_fallback_rolls_cpu_back() -> anyh
     assert_eq!(b.restore, vec![Resource::Cpu]);
     assert_eq!(b.details["throttlingRatio"], "0.4");
     writer.write(&status).await?;
-    let out = roll_back(&w, &client, &wl, &mut status, &b, &mut writer).await?;
+    let (out, _wrote) = roll_back(&w, &client, &wl, &mut status, &b, &mut writer).await?;
     assert!(matches!(out, RollbackOutcome::Done { .. }), "{out:?}");
     for r in pod_requests(&pods(&client, "thr").await?) {
         assert_eq!(r.cpu, Some("100m".into()));

@@ -104,10 +104,24 @@ pub struct RollbackCtx<'a> {
     pub hpas: &'a [Arc<HpaInfo>],
     /// The local lease check, before every actuating write.
     pub may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    /// Told of each write and the resourceVersion of its answer, so later passes wait
+    /// until the caches show it.
+    pub wrote: &'a (dyn Fn(RollbackWrite, Option<String>) + Send + Sync),
     /// Counters of the actuating calls (`rollback`).
     pub metrics: &'a crate::executor::metrics::ExecutorMetrics,
     /// The time.
     pub now: DateTime<Utc>,
+}
+
+/// An object a rollback wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RollbackWrite {
+    /// The workload's pod template.
+    Workload,
+    /// A pod, by name (a resize).
+    Pod(String),
+    /// An HPA, by name (its target).
+    Hpa(String),
 }
 
 /// How a rollback pass ended. `events` are in `pendingEvents` already: record them (outbox
@@ -429,7 +443,8 @@ async fn resize_back(
         .await;
         ctx.metrics.observe(ROLLBACK_ACTION, &res);
         match res {
-            Ok(_) | Err(ResizeError::PodGone { .. } | ResizeError::NothingToSend { .. }) => {}
+            Ok(sent) => (ctx.wrote)(RollbackWrite::Pod(pod.name.clone()), sent.resource_version),
+            Err(ResizeError::PodGone { .. } | ResizeError::NothingToSend { .. }) => {}
             Err(e) => return Err(RestoreError::Failed(format!("pod {}: {e}", pod.name))),
         }
     }
@@ -448,7 +463,11 @@ async fn template_back(
     let res = apply_template(ctx.client.clone(), &ctx.workload, back, restore).await;
     ctx.metrics.observe(ROLLBACK_ACTION, &res);
     match res {
-        Ok(_) | Err(ApplyError::NothingToApply) => Ok(()),
+        Ok(applied) => {
+            (ctx.wrote)(RollbackWrite::Workload, applied.resource_version);
+            Ok(())
+        }
+        Err(ApplyError::NothingToApply) => Ok(()),
         Err(e @ (ApplyError::NotFound { .. } | ApplyError::Replaced { .. })) => {
             tracing::info!(workload = %ctx.workload.name, error = %e, "workload gone: nothing to restore");
             Ok(())
@@ -490,7 +509,14 @@ async fn hpa_back(ctx: &RollbackCtx<'_>, h: &HpaChange) -> Result<(), RestoreErr
     .await;
     ctx.metrics.observe(ROLLBACK_ACTION, &res);
     match res {
-        Ok(_) | Err(HpaError::NotFound { .. }) => Ok(()),
+        Ok(written) => {
+            (ctx.wrote)(
+                RollbackWrite::Hpa(info.name.clone()),
+                written.resource_version,
+            );
+            Ok(())
+        }
+        Err(HpaError::NotFound { .. }) => Ok(()),
         Err(HpaError::Invalid { message }) => {
             tracing::warn!(hpa = %h.name, %message, "HPA target changed by someone else: left alone");
             Ok(())

@@ -14,6 +14,7 @@ use super::pass::Pass;
 use super::step::{KeyError, StepResult, event_workload, health_error, workload_id};
 use crate::health::{
     self, HealthStep, RollbackCtx, RollbackOutcome, StatusWriter, WatchInput, Watcher,
+    rollback::RollbackWrite,
 };
 
 /// Evaluates the watch of the applied change of `s` once (rules RB-03 to RB-17, RB-19),
@@ -66,7 +67,8 @@ pub async fn roll_back<W: StatusWriter>(
         })
         .inc();
     let may_write = || p.may_write();
-    let rctx = rollback_ctx(p, &may_write);
+    let wrote = |object, answer| note(p, object, answer);
+    let rctx = rollback_ctx(p, &may_write, &wrote);
     let out = watcher.rollback(&rctx, s, breach, writer).await;
     Ok(settle(p, s, out.map_err(health_error)?))
 }
@@ -79,14 +81,25 @@ pub async fn resume<W: StatusWriter>(
     writer: &mut W,
 ) -> Result<StepResult, KeyError> {
     let may_write = || p.may_write();
-    let rctx = rollback_ctx(p, &may_write);
+    let wrote = |object, answer| note(p, object, answer);
+    let rctx = rollback_ctx(p, &may_write, &wrote);
     let out = watcher.resume(&rctx, s, writer).await;
     Ok(settle(p, s, out.map_err(health_error)?))
+}
+
+/// Notes a rollback's write in the pass, as the executor's writes are.
+fn note(p: &Pass<'_>, object: RollbackWrite, answer: Option<String>) {
+    match object {
+        RollbackWrite::Workload => p.wrote_workload(answer),
+        RollbackWrite::Pod(name) => p.wrote_pod(&name, answer),
+        RollbackWrite::Hpa(name) => p.wrote_hpa(&name, answer),
+    }
 }
 
 fn rollback_ctx<'a>(
     p: &'a Pass<'_>,
     may_write: &'a (dyn Fn() -> bool + Send + Sync),
+    wrote: &'a (dyn Fn(RollbackWrite, Option<String>) + Send + Sync),
 ) -> RollbackCtx<'a> {
     RollbackCtx {
         client: &p.ctx.client,
@@ -95,6 +108,7 @@ fn rollback_ctx<'a>(
         pods: &p.all_pods,
         hpas: &p.hpas,
         may_write,
+        wrote,
         metrics: p.metrics(),
         now: p.now,
     }
