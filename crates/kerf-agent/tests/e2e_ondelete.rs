@@ -59,6 +59,17 @@ fn executor_wait() -> Duration {
     kerf_agent::executor::ondelete::EVICTION_TIMEOUT + Duration::from_secs(20)
 }
 
+/// Waits until the change went into the template (`status.change.state` Applied). The
+/// phase reads Applying until the outdated pods are replaced, so the replacement is
+/// watched from here.
+async fn template_applied(env: &Env) -> anyhow::Result<()> {
+    env.wait_rsr("db", "the change in the template", e2e_support::WAIT, |r| {
+        r["status"]["change"]["state"] == "Applied"
+    })
+    .await?;
+    Ok(())
+}
+
 /// An agent with `onDelete.settle` `settle`.
 async fn agent(env: &Env, settle: Duration) -> anyhow::Result<Agent> {
     let mut settings = env.settings(&AgentOptions::default())?;
@@ -98,7 +109,7 @@ async fn outdated_on_delete_pods_are_evicted_highest_ordinal_first() -> anyhow::
     env.hub
         .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
     let agent = agent(&env, Duration::from_secs(1)).await?;
-    env.wait_phase("db", "Applied").await?;
+    template_applied(&env).await?;
 
     // Poll the pods and note the order in which they were replaced.
     let mut order: Vec<String> = Vec::new();
@@ -148,7 +159,7 @@ async fn a_refused_eviction_is_blocked_pod_disruption_budget_and_retried() -> an
     // The pods settle for 4s: the budget goes in after the template patch, before the
     // first eviction (a budget allowing no disruption would block the change itself).
     let agent = agent(&env, Duration::from_secs(4)).await?;
-    env.wait_phase("db", "Applied").await?;
+    template_applied(&env).await?;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &env.ns);
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -215,7 +226,7 @@ async fn a_health_breach_stops_the_ondelete_replacement_and_rolls_back() -> anyh
         .set_recommendations(CLUSTER, vec![recommendation(&env, "db")?]);
     // Every pod must be Ready for 3s before the next eviction (AP-56).
     let agent = agent(&env, Duration::from_secs(3)).await?;
-    env.wait_phase("db", "Applied").await?;
+    template_applied(&env).await?;
     let replaced = |pods: &BTreeMap<String, (String, String)>, name: &str| {
         pods.get(name).map(|p| &p.0) != before.get(name).map(|p| &p.0)
     };
