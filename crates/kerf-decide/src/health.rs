@@ -24,7 +24,7 @@ pub mod promql;
 pub mod restore;
 
 pub use baselines::{
-    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, PodCounters, SignalTime, WatchBaselines,
+    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, PodCounters, WatchBaselines,
     complete_baselines, count_since, take_baselines,
 };
 pub use cadvisor::{CadvisorError, CfsCounters, CfsKey, parse_cadvisor, sample_from_scrapes};
@@ -224,15 +224,15 @@ pub fn evaluate(
         return HealthVerdict::Ended;
     }
     let end = watch.end();
+    if end.is_some_and(|end| now >= end) {
+        return HealthVerdict::Healthy;
+    }
     let ctx = Ctx {
         watch,
         touched,
         thresholds,
         now,
     };
-    if let Some(end) = end.filter(|end| now >= *end) {
-        return ctx.after_end(counts, end);
-    }
     BreachReason::ORDER
         .into_iter()
         .find_map(|reason| ctx.check(reason, counts, throttling))
@@ -265,20 +265,6 @@ impl Ctx<'_> {
             BreachReason::Restarts => self.restarts(counts.restarts),
             BreachReason::Throttling => self.throttling(throttling),
         }
-    }
-
-    /// The watch has ended at `end`, `now` or earlier: OOM kills and restarts that pod status
-    /// dates inside the watch still roll back (an agent that was down at the end sees them
-    /// late), anything else ends the watch Healthy (RB-03, RB-19). Throttling is not read
-    /// after the end.
-    fn after_end(&self, counts: Counts, end: DateTime<Utc>) -> HealthVerdict {
-        let late = counts.seen.within(end).then(|| {
-            [BreachReason::OomKills, BreachReason::Restarts]
-                .into_iter()
-                .find_map(|reason| self.check(reason, counts, &[]))
-        });
-        late.flatten()
-            .map_or(HealthVerdict::Healthy, HealthVerdict::Breach)
     }
 
     fn window(&self) -> String {

@@ -3,7 +3,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use kerf_api::rsr::{Baseline, WatchStatus};
 use kerf_decide::health::{
-    ContainerCounters, Counts, PodCounters, SignalTime, WatchBaselines, complete_baselines,
+    ContainerCounters, Counts, PodCounters, WatchBaselines, complete_baselines, count_since,
     take_baselines,
 };
 use proptest::prelude::*;
@@ -29,14 +29,11 @@ fn pod(uid: &str, containers: Vec<ContainerCounters>) -> PodCounters {
     }
 }
 
-/// OOM kills and restarts since the baselines; these pods carry no termination times.
-fn count_since(b: &WatchBaselines, pods: &[PodCounters]) -> (u64, u64) {
-    let c = kerf_decide::health::count_since(b, pods);
-    (c.oom_kills, c.restarts)
-}
-
-fn counts(oom_kills: u64, restarts: u64) -> (u64, u64) {
-    (oom_kills, restarts)
+fn counts(oom_kills: u64, restarts: u64) -> Counts {
+    Counts {
+        oom_kills,
+        restarts,
+    }
 }
 
 // rule: RB-09
@@ -194,36 +191,4 @@ proptest! {
         prop_assert_eq!(b.aggregated.is_some(), n > cap);
         prop_assert_eq!(count_since(&b, &pods), counts(0, 0));
     }
-}
-
-// rule: RB-03
-#[test]
-fn the_signal_time_is_the_earliest_last_termination_of_the_containers_that_counted() {
-    let at = |m: i64| t0() + chrono::Duration::minutes(m);
-    let timed = |restarts: u32, m: i64| ContainerCounters {
-        last_terminated_at: Some(at(m)),
-        ..container("app", restarts, 0)
-    };
-    let at_change = [pod("a", vec![timed(1, -60)]), pod("b", vec![timed(0, -60)])];
-    let b = take_baselines(&at_change, 200);
-    // Pod a's old termination did not count since the change: it does not date the signal.
-    let later = [pod("a", vec![timed(1, -60)]), pod("b", vec![timed(1, 7)])];
-    let c = kerf_decide::health::count_since(&b, &later);
-    assert_eq!(c.restarts, 1);
-    assert_eq!(
-        c.seen,
-        SignalTime {
-            earliest: Some(at(7)),
-            untimed: false
-        }
-    );
-    assert!(c.seen.within(at(7)));
-    assert!(!c.seen.within(at(6)));
-    let untimed = [
-        pod("a", vec![container("app", 2, 0)]),
-        pod("b", vec![timed(0, -60)]),
-    ];
-    let c = kerf_decide::health::count_since(&b, &untimed);
-    assert!(c.seen.untimed && c.seen.within(at(-600)));
-    assert!(!Counts::default().seen.within(at(0)));
 }

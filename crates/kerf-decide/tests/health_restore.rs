@@ -127,7 +127,6 @@ fn the_rollback_record_names_reason_resources_and_change() {
     let counts = Counts {
         oom_kills: 0,
         restarts: 3,
-        ..Counts::default()
     };
     let c = change();
     let now = t0() + Duration::minutes(4);

@@ -6,8 +6,7 @@ use kerf_api::policy::Strategy;
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{EffectivePolicy, Ratio};
 use kerf_decide::health::{
-    Breach, BreachReason, Counts, HealthVerdict, SignalTime, Thresholds, ThrottlingSample,
-    WatchState, evaluate,
+    Breach, BreachReason, Counts, HealthVerdict, Thresholds, ThrottlingSample, WatchState, evaluate,
 };
 
 const BOTH: [Resource; 2] = [Resource::Cpu, Resource::Memory];
@@ -35,7 +34,6 @@ fn counts(oom_kills: u64, restarts: u64) -> Counts {
     Counts {
         oom_kills,
         restarts,
-        ..Counts::default()
     }
 }
 
@@ -87,46 +85,8 @@ fn rb_03_a_signal_after_the_watch_ended_triggers_nothing() {
         run(&BOTH, counts(5, 9), &[], at(90)),
         HealthVerdict::Healthy
     );
-    // Pod status dates the kills after the end: still nothing when seen later.
-    assert_eq!(
-        run(&BOTH, dated(counts(5, 9), Some(at(31)), false), &[], at(90)),
-        HealthVerdict::Healthy
-    );
     let b = breach(run(&BOTH, counts(5, 9), &[], at(29)));
     assert_eq!(b.reason, BreachReason::OomKills);
-}
-
-fn dated(mut c: Counts, earliest: Option<DateTime<Utc>>, untimed: bool) -> Counts {
-    c.seen = SignalTime { earliest, untimed };
-    c
-}
-
-// rule: RB-03, RB-04
-#[test]
-fn rb_03_a_signal_inside_the_watch_seen_only_after_its_end_still_rolls_back() {
-    // The agent was down at the end: the OOM kill pod status dates at minute 25 is inside.
-    let late = dated(counts(1, 1), Some(at(25)), false);
-    let b = breach(run(&BOTH, late, &[], at(45)));
-    assert_eq!(b.reason, BreachReason::OomKills);
-    assert_eq!(b.restore, vec![Resource::Memory]);
-    // At the very end, a signal dated at the end is inside.
-    let edge = dated(counts(0, 3), Some(at(30)), false);
-    assert_eq!(
-        breach(run(&BOTH, edge, &[], at(30))).reason,
-        BreachReason::Restarts
-    );
-    // Without a time the signal counts as inside: the safer side is the rollback.
-    let untimed = dated(counts(1, 1), None, true);
-    assert_eq!(
-        breach(run(&BOTH, untimed, &[], at(45))).reason,
-        BreachReason::OomKills
-    );
-    // Below the thresholds the watch ends Healthy, and throttling is not read after the end.
-    let few = dated(counts(0, 2), Some(at(25)), false);
-    assert_eq!(
-        run(&BOTH, few, &[sample(1000, 900, at(2))], at(45)),
-        HealthVerdict::Healthy
-    );
 }
 
 // rule: RB-04

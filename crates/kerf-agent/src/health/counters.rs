@@ -135,7 +135,6 @@ pub fn pod_counters(
                         restarts_on_resize: restarts,
                         resize_completed_at: (restarts && resize_completed(change, pod, c))
                             .then_some(now),
-                        last_terminated_at: c.last_terminated_at,
                     }
                 })
                 .collect();

@@ -42,8 +42,6 @@ pub struct ContainerCounters {
     pub restarts_on_resize: bool,
     /// When the pod's resize completed, once it has.
     pub resize_completed_at: Option<DateTime<Utc>>,
-    /// `lastState.terminated.finishedAt`: when the container last terminated, if known.
-    pub last_terminated_at: Option<DateTime<Utc>>,
 }
 
 impl ContainerCounters {
@@ -121,35 +119,6 @@ pub struct Counts {
     pub oom_kills: u64,
     /// Container restarts, whatever their cause (RB-06).
     pub restarts: u64,
-    /// When the counted signals happened, as far as pod status tells (RB-03).
-    pub seen: SignalTime,
-}
-
-/// When the signals behind [`Counts`] happened. Pod status keeps only each container's last
-/// termination, so this is the earliest of those last terminations among the containers
-/// that counted something, and whether any of them had no time at all.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SignalTime {
-    /// The earliest known `lastState.terminated.finishedAt` of a container that counted.
-    pub earliest: Option<DateTime<Utc>>,
-    /// A container counted without a termination time.
-    pub untimed: bool,
-}
-
-impl SignalTime {
-    fn add(&mut self, at: Option<DateTime<Utc>>) {
-        match at {
-            Some(t) => self.earliest = Some(self.earliest.map_or(t, |e| e.min(t))),
-            None => self.untimed = true,
-        }
-    }
-
-    /// Whether a counted signal may have happened at or before `end`: a watch that ended
-    /// while the agent could not see it still rolls back for a signal inside the watch, and
-    /// never for one after it (RB-03). A signal without a time counts as inside.
-    pub fn within(&self, end: DateTime<Utc>) -> bool {
-        self.untimed || self.earliest.is_some_and(|t| t <= end)
-    }
 }
 
 /// Takes the baselines of a workload's pods at the change: at most `cap` pods get their own
@@ -215,20 +184,12 @@ pub fn count_since(baselines: &WatchBaselines, pods: &[PodCounters]) -> Counts {
             Some(entry) => {
                 for c in &pod.containers {
                     let base = entry.get(&c.name).cloned().unwrap_or_default();
-                    let restarts = since(c.restart_count, base.restarts);
-                    let oom_kills = since(c.oom_kills, base.oom_kills);
-                    if restarts + oom_kills > 0 {
-                        counts.seen.add(c.last_terminated_at);
-                    }
-                    counts.restarts += restarts;
-                    counts.oom_kills += oom_kills;
+                    counts.restarts += since(c.restart_count, base.restarts);
+                    counts.oom_kills += since(c.oom_kills, base.oom_kills);
                 }
             }
             None => {
                 for c in &pod.containers {
-                    if c.restart_count > 0 || c.oom_kills > 0 {
-                        loose.seen.add(c.last_terminated_at);
-                    }
                     loose.restarts += u64::from(c.restart_count);
                     loose.oom_kills += u64::from(c.oom_kills);
                 }
@@ -238,12 +199,6 @@ pub fn count_since(baselines: &WatchBaselines, pods: &[PodCounters]) -> Counts {
     let agg = baselines.aggregated.clone().unwrap_or_default();
     counts.restarts += loose.restarts.saturating_sub(from_i32(agg.restarts));
     counts.oom_kills += loose.oom_kills.saturating_sub(from_i32(agg.oom_kills));
-    if loose.restarts > from_i32(agg.restarts) || loose.oom_kills > from_i32(agg.oom_kills) {
-        if let Some(t) = loose.seen.earliest {
-            counts.seen.add(Some(t));
-        }
-        counts.seen.untimed |= loose.seen.untimed;
-    }
     counts
 }
 
