@@ -1,4 +1,4 @@
-//! Command line: `kerf-agent run | crds | explain`. Every setting of `run` is a flag with an
+//! Command line: `kerf-agent run | crds | explain | report`. Every setting of `run` is a flag with an
 //! environment variable (`KERF_*`); [`crate::settings::Settings::from_args`] validates the
 //! raw values into typed settings.
 
@@ -29,6 +29,18 @@ pub enum Command {
     /// threshold, and when the change could go in next. Reads the cluster (KUBECONFIG or
     /// in-cluster) and the hub with the decision settings of `run`.
     Explain(Box<ExplainArgs>),
+    /// Print the savings report: per namespace and for the cluster, the CPU and memory
+    /// requested now, what the hub recommends, what Kerf applied and what is held back and
+    /// why. Reads the cluster (KUBECONFIG or in-cluster) and writes nothing.
+    Report(ReportArgs),
+}
+
+/// Arguments of `kerf-agent report`.
+#[derive(Clone, Debug, Args)]
+pub struct ReportArgs {
+    /// `table` for people (at most 120 columns), `json` for tools (schema in docs/report.md).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = crate::report::source::Output::Table)]
+    pub output: crate::report::source::Output,
 }
 
 /// Arguments of `kerf-agent explain`: the workload and the settings decisions read.

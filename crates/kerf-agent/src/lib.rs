@@ -17,6 +17,7 @@ pub mod listen;
 pub mod metrics;
 pub mod outbox;
 pub mod reconcile;
+pub mod report;
 pub mod rsr_sync;
 pub mod runtime;
 pub mod settings;

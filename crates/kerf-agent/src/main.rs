@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kerf_agent::cli::{Cli, Command, ExplainArgs};
+use kerf_agent::cli::{Cli, Command, ExplainArgs, ReportArgs};
 use kerf_agent::settings::Settings;
 
 /// Exit code of an invalid setting (as clap uses for bad arguments).
@@ -48,6 +48,7 @@ fn main() -> ExitCode {
             kerf_agent::runtime::main(settings)
         }
         Command::Explain(args) => explain(&args),
+        Command::Report(args) => report(&args),
     }
 }
 
@@ -60,6 +61,18 @@ fn explain(args: &ExplainArgs) -> ExitCode {
             return ExitCode::from(EXIT_INVALID_SETTING);
         }
     };
+    print_result(kerf_agent::explain_cmd::run(&args.target, settings))
+}
+
+/// `kerf-agent report`: prints the savings report and exits.
+fn report(args: &ReportArgs) -> ExitCode {
+    print_result(kerf_agent::report::source::run(args.output))
+}
+
+/// Runs `fut` on a runtime of its own and prints its text, or its error and fails.
+fn print_result<E: std::fmt::Display>(
+    fut: impl std::future::Future<Output = Result<String, E>>,
+) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -70,7 +83,7 @@ fn explain(args: &ExplainArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(kerf_agent::explain_cmd::run(&args.target, settings)) {
+    match rt.block_on(fut) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS

@@ -144,7 +144,9 @@ impl Agent {
             shutdown.clone(),
         ));
         let ready = ready_check(&cache, &guard.health);
-        spawn_metrics_server(&mut tasks, &settings, &metrics, ready, shutdown.clone());
+        let report = crate::report::source::router(cache.clone(), clock.clone());
+        let servers = MetricsServer { ready, report };
+        spawn_metrics_server(&mut tasks, &settings, &metrics, servers, shutdown.clone());
         crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,
@@ -210,14 +212,20 @@ fn ready_check(cache: &CacheSet, health: &ApiHealth) -> metrics::ReadyCheck {
     })
 }
 
+/// What the metrics port serves besides `/metrics`: readiness and `/report`.
+struct MetricsServer {
+    ready: metrics::ReadyCheck,
+    report: axum::Router,
+}
+
 fn spawn_metrics_server(
     tasks: &mut JoinSet<()>,
     settings: &Settings,
     metrics: &Metrics,
-    ready: metrics::ReadyCheck,
+    servers: MetricsServer,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let router = metrics::router(metrics.registry.clone(), ready);
+    let router = metrics::router(metrics.registry.clone(), servers.ready).merge(servers.report);
     let addr = settings.metrics_addr;
     tasks.spawn(async move {
         let stop = async move {

@@ -123,15 +123,28 @@ fn changeable(f: &Facts) -> impl Iterator<Item = &ContainerFacts> {
 }
 
 fn running_value(s: &RightsizingRecommendationStatus, c: &ContainerFacts, r: Resource) -> i64 {
+    container_running_value(s, &c.name, *c.requests.get(r), *c.limits.get(r), r)
+}
+
+/// The request of `r` that the pods of container `name` are meant to run now: the live
+/// in-place value, else the value an in-place change left on the running pods, else the
+/// template's request (or limit, which Kubernetes copies into an absent request), else 0.
+pub fn container_running_value(
+    s: &RightsizingRecommendationStatus,
+    name: &str,
+    template_request: Option<i64>,
+    template_limit: Option<i64>,
+    r: Resource,
+) -> i64 {
     let live = s
         .live
         .as_ref()
-        .and_then(|l| l.containers.iter().find(|l| l.name == c.name))
+        .and_then(|l| l.containers.iter().find(|l| l.name == name))
         .and_then(|l| l.requests.get(r).or(l.limits.get(r)))
         .and_then(|q| quantity::parse(r, q).ok());
-    live.or_else(|| kept_in_place(s, &c.name, r))
-        .or(*c.requests.get(r))
-        .or(*c.limits.get(r))
+    live.or_else(|| kept_in_place(s, name, r))
+        .or(template_request)
+        .or(template_limit)
         .unwrap_or(0)
 }
 
