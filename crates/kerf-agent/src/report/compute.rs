@@ -174,10 +174,9 @@ impl Reader<'_> {
             Ok(n) => Some(n),
             Err(e) => {
                 self.problems.push(format!(
-                    "{}: {what} {}: {:?} is not a quantity ({e}); counted as absent",
+                    "{}: {what} {}: {e}; counted as absent",
                     self.workload,
                     r.as_str(),
-                    q.as_str()
                 ));
                 None
             }

@@ -1,6 +1,7 @@
 //! The report as a table for people, at most [`MAX_WIDTH`] columns wide. CPU is shown in
 //! millicores below one core (`250m`) and in cores above (`2.5`); memory in MiB below one
-//! GiB (`512Mi`) and in GiB above (`1.5Gi`), with at most two decimals.
+//! GiB (`512Mi`), in GiB below one TiB (`1.5Gi`) and in TiB above, with at most two
+//! decimals.
 
 use std::fmt::Write as _;
 
@@ -21,6 +22,7 @@ const AMOUNT_WIDTH: usize = 12;
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
+const TIB: f64 = 1024.0 * GIB;
 
 /// The whole report as text.
 pub fn render(report: &Report) -> String {
@@ -123,24 +125,34 @@ fn cut(s: &str, width: usize) -> String {
 }
 
 /// An amount as the table shows it: CPU millicores as `250m` or `2.5` (cores), memory
-/// bytes as `512Mi` or `1.5Gi`; negative amounts start with `-`.
+/// bytes as `512Mi` or `1.5Gi`; zero as `0`; negative amounts start with `-`.
 pub fn fmt(r: Resource, value: i64) -> String {
+    if value == 0 {
+        return "0".to_owned();
+    }
     let sign = if value < 0 { "-" } else { "" };
     let abs = value.unsigned_abs();
     let text = match r {
         Resource::Cpu if abs < 1000 => format!("{abs}m"),
         Resource::Cpu => decimals(abs as f64 / 1000.0, ""),
         Resource::Memory if (abs as f64) < GIB => format!("{}Mi", (abs as f64 / MIB).round()),
-        Resource::Memory => decimals(abs as f64 / GIB, "Gi"),
+        Resource::Memory if (abs as f64) < TIB => decimals(abs as f64 / GIB, "Gi"),
+        Resource::Memory => decimals(abs as f64 / TIB, "Ti"),
     };
     format!("{sign}{text}")
 }
 
-/// `v` with at most two decimals, trailing zeros dropped, then `unit`.
+/// `v` with at most two decimals, trailing zeros dropped, then `unit`; without decimals
+/// when they would make the cell wider than its column.
 fn decimals(v: f64, unit: &str) -> String {
     let s = format!("{v:.2}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    format!("{s}{unit}")
+    let text = format!("{s}{unit}");
+    if text.len() < AMOUNT_WIDTH - 1 {
+        text
+    } else {
+        format!("{v:.0}{unit}")
+    }
 }
 
 /// The seven amount cells of a totals row.

@@ -113,7 +113,7 @@ fn shop() -> Vec<WorkloadInput> {
             &[("app", Some("600m"), Some("768Mi"))],
             json!({"phase": "Applied", "mode": auto,
                 "summary": {"mode": "auto-patch", "reason": "RecommendationApplied"},
-                "change": change("Applied", "InPlace", &["cpu", "memory"],
+                "change": change("Applied", "in-place", &["cpu", "memory"],
                     json!({"cpu": "1", "memory": "1Gi"}), json!({"cpu": "600m", "memory": "768Mi"})),
                 "live": {"containers": [{"name": "app",
                     "requests": {"cpu": "600m", "memory": "768Mi"},
@@ -131,7 +131,7 @@ fn shop() -> Vec<WorkloadInput> {
             wl("shop", Deployment, "search", 4, &[("app", "200m", "256Mi")]),
             &[("app", Some("100m"), Some("256Mi"))],
             json!({"phase": "Applying", "mode": auto,
-                "change": change("Applying", "Rollout", &["cpu"],
+                "change": change("Applying", "rollout", &["cpu"],
                     json!({"cpu": "200m"}), json!({"cpu": "100m"}))}),
         ),
         // no recommendation; a container whose CPU request does not parse counts 0.
@@ -149,7 +149,7 @@ fn shop() -> Vec<WorkloadInput> {
             &[("app", Some("980m"), None)],
             json!({"phase": "Applied", "mode": auto,
                 "summary": {"mode": "auto-patch", "reason": "RecommendationApplied"},
-                "change": change("Applied", "Rollout", &["memory"],
+                "change": change("Applied", "rollout", &["memory"],
                     json!({"memory": "512Mi"}), json!({"memory": "256Mi"})),
                 "reported": [{"type": "skipped", "reason": "NoSignificantChange",
                     "valuesHash": tiny_hash, "policyHash": "p"}]}),
@@ -178,7 +178,7 @@ fn batch() -> Vec<WorkloadInput> {
             &[("app", Some("200m"), Some("256Mi"))],
             json!({"phase": "RolledBack", "mode": auto,
                 "summary": {"mode": "auto-patch", "reason": "OOMKills"},
-                "change": change("RolledBack", "Rollout", &["cpu", "memory"],
+                "change": change("RolledBack", "rollout", &["cpu", "memory"],
                     json!({"cpu": "400m", "memory": "512Mi"}), json!({"cpu": "200m", "memory": "256Mi"})),
                 "lastRollback": {"time": "2026-12-01T11:00:00Z", "reason": "OOMKills",
                     "resources": ["cpu", "memory"], "changeId": "c1"}}),
@@ -317,8 +317,8 @@ fn a_quantity_that_does_not_parse_is_named_and_counted_absent() {
     let r = fixture();
     assert_eq!(
         r.problems,
-        ["shop/Deployment/legacy: container bad request cpu: \"12Q\" is not a quantity \
-          (invalid quantity \"12Q\"); counted as absent"]
+        ["shop/Deployment/legacy: container bad request cpu: invalid quantity \"12Q\": \
+          unknown suffix \"Q\"; counted as absent"]
     );
     let legacy = r.workloads.iter().find(|w| w.name == "legacy").unwrap();
     assert_eq!(legacy.cpu.requested, 600);
@@ -332,7 +332,8 @@ fn amounts_are_shown_in_millicores_or_cores_and_mib_or_gib() {
     assert_eq!(fmt(Cpu, 2_500), "2.5");
     assert_eq!(fmt(Cpu, 12_345), "12.35");
     assert_eq!(fmt(Cpu, -1_000), "-1");
-    assert_eq!(fmt(Cpu, 0), "0m");
+    assert_eq!(fmt(Cpu, 0), "0");
+    assert_eq!(fmt(Memory, 0), "0");
     assert_eq!(fmt(Memory, 512 * MI), "512Mi");
     assert_eq!(fmt(Memory, 1_536 * MI), "1.5Gi");
     assert_eq!(fmt(Memory, -360 * MI), "-360Mi");
