@@ -7,7 +7,9 @@
 #      search stays in audit; each workload's before -> after;
 #   3. one complete `kubectl describe rsr`;
 #   4. an OOM kill injected into checkout with `kerf-sim fault`, and the rollback of its
-#      memory that follows.
+#      memory that follows;
+#   5. the savings report (`kerf-agent report`): requested, recommended, applied and
+#      held back, per namespace and for the cluster.
 #
 # Needs kubectl and openssl on PATH (the webhook's certificate is generated at start).
 # Stops everything it started on exit; the agent's log is kept in $KERF_DEMO_LOG
@@ -143,6 +145,9 @@ kubectl get rsr checkout -n shop \
 step "Kubernetes Events of checkout's rsr"
 kubectl get events -n shop --field-selector involvedObject.kind=RightsizingRecommendation,involvedObject.name=checkout \
   --sort-by=.metadata.creationTimestamp -o custom-columns='TYPE:.type,REASON:.reason,MESSAGE:.message'
+
+step "kerf-agent report: what the recommendations save, and what holds them back"
+"$bin/kerf-agent" report
 
 echo
 echo "demo done in $((SECONDS - start))s after the build; the agent's log: $log_keep"
