@@ -97,7 +97,8 @@ pub struct ResourceTotals {
     pub savings: Split,
     /// What the live changes made by Kerf moved (their `from - to`).
     pub applied: Split,
-    /// The part of `savings` not going in now or held back (every reason together).
+    /// The part of `savings` not in effect: every held-back reason together, `Applying`
+    /// (going in now) included.
     pub held_back: Split,
 }
 
@@ -124,7 +125,10 @@ impl Split {
 
     /// The split of moving from `from` to `to` (positive when `to` is lower).
     pub fn between(from: i64, to: i64) -> Split {
-        Split::new(from.saturating_sub(to).max(0), to.saturating_sub(from).max(0))
+        Split::new(
+            from.saturating_sub(to).max(0),
+            to.saturating_sub(from).max(0),
+        )
     }
 
     /// `self` and `other` added.

@@ -31,8 +31,16 @@ fn assert_totals(report: &Value, ns: &str) -> anyhow::Result<()> {
     assert_eq!(t["cpu"]["recommended"], 2 * 150 + 3 * 250 + 100, "{t:#}");
     assert_eq!(t["cpu"]["savings"]["decrease"], 850, "{t:#}");
     assert_eq!(t["cpu"]["savings"]["increase"], 0, "{t:#}");
-    assert_eq!(t["memory"]["requested"], (2 * 256 + 3 * 512 + 64) * MI, "{t:#}");
-    assert_eq!(t["memory"]["recommended"], (2 * 200 + 3 * 256 + 64) * MI, "{t:#}");
+    assert_eq!(
+        t["memory"]["requested"],
+        (2 * 256 + 3 * 512 + 64) * MI,
+        "{t:#}"
+    );
+    assert_eq!(
+        t["memory"]["recommended"],
+        (2 * 200 + 3 * 256 + 64) * MI,
+        "{t:#}"
+    );
     assert_eq!(t["memory"]["savings"]["net"], 880 * MI, "{t:#}");
     assert_eq!(t["cpu"]["applied"]["net"], 0, "{t:#}");
     let held = &t["heldBack"];
@@ -60,7 +68,8 @@ fn run_report(env: &Env, args: &[&str]) -> anyhow::Result<String> {
 
 // portable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_report_command_and_endpoint_sum_requests_recommendations_and_holds() -> anyhow::Result<()> {
+async fn the_report_command_and_endpoint_sum_requests_recommendations_and_holds()
+-> anyhow::Result<()> {
     let mut env = Env::start("e2e-report").await?;
     env.web(2).await?;
     env.deployment("api", 3, "500m", "512Mi").await?;
@@ -71,7 +80,9 @@ async fn the_report_command_and_endpoint_sum_requests_recommendations_and_holds(
         env.recommendation("web", "150m", "200Mi", "0.9")?,
         env.recommendation("api", "250m", "256Mi", "0.9")?,
     ]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let mut settings = env.settings(&AgentOptions::default())?;
     settings.metrics_addr = ([127, 0, 0, 1], port).into();
     env.start_agent_with(settings).await;
@@ -107,9 +118,18 @@ async fn the_report_command_and_endpoint_sum_requests_recommendations_and_holds(
 
     let table = run_report(&env, &[])?;
     for line in table.lines() {
-        assert!(line.chars().count() <= 120, "wider than 120 columns: {line:?}");
+        assert!(
+            line.chars().count() <= 120,
+            "wider than 120 columns: {line:?}"
+        );
     }
-    for want in ["Kerf savings report at", "TOTAL", "ModeAudit", "850m", "880Mi"] {
+    for want in [
+        "Kerf savings report at",
+        "TOTAL",
+        "ModeAudit",
+        "850m",
+        "880Mi",
+    ] {
         assert!(table.contains(want), "{want:?} missing from:\n{table}");
     }
     env.stop_agent().await;

@@ -70,9 +70,7 @@ pub fn build(workloads: &[WorkloadInput], problems: Vec<String>, now: DateTime<U
         .iter()
         .map(|w| workload_line(w, &mut problems))
         .collect();
-    lines.sort_by(|a, b| {
-        (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name))
-    });
+    lines.sort_by(|a, b| (&a.namespace, &a.kind, &a.name).cmp(&(&b.namespace, &b.kind, &b.name)));
     let mut by_ns: BTreeMap<&str, Vec<&WorkloadLine>> = BTreeMap::new();
     for l in &lines {
         by_ns.entry(l.namespace.as_str()).or_default().push(l);
@@ -296,7 +294,11 @@ fn phase_reason(
 /// Whether the agent reported the current recommendation below the tolerance (a
 /// `skipped NoSignificantChange` recorded with the values the spec holds now), for `r` or
 /// for the whole workload.
-fn below_tolerance(rsr: Option<&RsrInput>, s: &RightsizingRecommendationStatus, r: Resource) -> bool {
+fn below_tolerance(
+    rsr: Option<&RsrInput>,
+    s: &RightsizingRecommendationStatus,
+    r: Resource,
+) -> bool {
     let Some(rsr) = rsr else { return false };
     let hash = dedup::values_hash(&dedup::recommended_values(&rsr.spec));
     s.reported.iter().any(|k| {

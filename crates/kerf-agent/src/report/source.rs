@@ -12,9 +12,9 @@ use kerf_api::WorkloadKind;
 
 use super::Report;
 use super::compute::{self, ContainerInput, RsrInput, WorkloadInput};
+use crate::cache::CacheSet;
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::workloads::WorkloadInfo;
-use crate::cache::CacheSet;
 use crate::clock::SharedClock;
 
 /// How the command prints the report.
@@ -125,7 +125,11 @@ async fn report_handler(State(s): State<EndpointState>) -> Response {
             body,
         )
             .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the report").into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot encode the report",
+        )
+            .into_response(),
     }
 }
 

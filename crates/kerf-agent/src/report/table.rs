@@ -101,8 +101,16 @@ fn held_back(out: &mut String, held: &[HeldBack]) {
     columns(out, &["SAVINGS", "DOWN", "UP"]);
     for h in held {
         for (i, r) in Resource::ALL.into_iter().enumerate() {
-            let reason = if i == 0 { cut(&h.reason, REASON_WIDTH) } else { String::new() };
-            let count = if i == 0 { h.workloads.to_string() } else { String::new() };
+            let reason = if i == 0 {
+                cut(&h.reason, REASON_WIDTH)
+            } else {
+                String::new()
+            };
+            let count = if i == 0 {
+                h.workloads.to_string()
+            } else {
+                String::new()
+            };
             let _ = write!(out, "{reason:<REASON_WIDTH$}  {count:>9}  {}", short(r));
             let s = match r {
                 Resource::Cpu => h.cpu,

@@ -13,7 +13,9 @@ use super::{Report, Split};
 const MI: i64 = 1 << 20;
 
 fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().unwrap()
+    Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0)
+        .single()
+        .unwrap()
 }
 
 fn values(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
@@ -24,7 +26,13 @@ fn values(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
 }
 
 /// A workload whose containers request `(name, cpu, memory)`.
-fn wl(ns: &str, kind: WorkloadKind, name: &str, replicas: i64, cs: &[(&str, &str, &str)]) -> WorkloadInput {
+fn wl(
+    ns: &str,
+    kind: WorkloadKind,
+    name: &str,
+    replicas: i64,
+    cs: &[(&str, &str, &str)],
+) -> WorkloadInput {
     WorkloadInput {
         namespace: ns.to_owned(),
         kind,
@@ -42,7 +50,11 @@ fn wl(ns: &str, kind: WorkloadKind, name: &str, replicas: i64, cs: &[(&str, &str
     }
 }
 
-fn spec(kind: WorkloadKind, name: &str, recs: &[(&str, Option<&str>, Option<&str>)]) -> RightsizingRecommendationSpec {
+fn spec(
+    kind: WorkloadKind,
+    name: &str,
+    recs: &[(&str, Option<&str>, Option<&str>)],
+) -> RightsizingRecommendationSpec {
     RightsizingRecommendationSpec {
         workload_ref: WorkloadRef {
             kind,
@@ -70,7 +82,11 @@ fn spec(kind: WorkloadKind, name: &str, recs: &[(&str, Option<&str>, Option<&str
 }
 
 /// `w` with the hub recommending `recs` and the rsr status `status` (JSON as stored).
-fn rec(mut w: WorkloadInput, recs: &[(&str, Option<&str>, Option<&str>)], status: Value) -> WorkloadInput {
+fn rec(
+    mut w: WorkloadInput,
+    recs: &[(&str, Option<&str>, Option<&str>)],
+    status: Value,
+) -> WorkloadInput {
     w.rsr = Some(RsrInput {
         spec: spec(w.kind, &w.name, recs),
         status: serde_json::from_value(status).unwrap(),
@@ -98,11 +114,18 @@ fn shop() -> Vec<WorkloadInput> {
     let auto = modes("auto-patch", "auto-patch");
     let tiny = wl("shop", Deployment, "tiny", 1, &[("app", "1", "256Mi")]);
     let tiny_spec = spec(Deployment, "tiny", &[("app", Some("980m"), None)]);
-    let tiny_hash = kerf_decide::dedup::values_hash(&kerf_decide::dedup::recommended_values(&tiny_spec));
+    let tiny_hash =
+        kerf_decide::dedup::values_hash(&kerf_decide::dedup::recommended_values(&tiny_spec));
     vec![
         // audit: nothing changes, both resources held back by the mode.
         rec(
-            wl("shop", Deployment, "checkout", 3, &[("app", "500m", "512Mi"), ("proxy", "100m", "64Mi")]),
+            wl(
+                "shop",
+                Deployment,
+                "checkout",
+                3,
+                &[("app", "500m", "512Mi"), ("proxy", "100m", "64Mi")],
+            ),
             &[("app", Some("250m"), Some("256Mi"))],
             json!({"phase": "Skipped", "mode": modes("audit", "audit"),
                 "summary": {"mode": "audit", "reason": "ModeAudit"}}),
@@ -135,7 +158,13 @@ fn shop() -> Vec<WorkloadInput> {
                     json!({"cpu": "200m"}), json!({"cpu": "100m"}))}),
         ),
         // no recommendation; a container whose CPU request does not parse counts 0.
-        wl("shop", Deployment, "legacy", 2, &[("app", "300m", "300Mi"), ("bad", "12Q", "64Mi")]),
+        wl(
+            "shop",
+            Deployment,
+            "legacy",
+            2,
+            &[("app", "300m", "300Mi"), ("bad", "12Q", "64Mi")],
+        ),
         // an invalid annotation names itself before the mode.
         rec(
             wl("shop", Deployment, "broken", 1, &[("app", "200m", "128Mi")]),
@@ -174,7 +203,13 @@ fn batch() -> Vec<WorkloadInput> {
                 "summary": {"mode": "off", "reason": "ModeOff"}}),
         ),
         rec(
-            wl("batch", Deployment, "report", 2, &[("app", "400m", "512Mi")]),
+            wl(
+                "batch",
+                Deployment,
+                "report",
+                2,
+                &[("app", "400m", "512Mi")],
+            ),
             &[("app", Some("200m"), Some("256Mi"))],
             json!({"phase": "RolledBack", "mode": auto,
                 "summary": {"mode": "auto-patch", "reason": "OOMKills"},
@@ -298,7 +333,13 @@ fn an_in_place_change_counts_the_live_values_as_requested_and_its_move_as_applie
 #[test]
 fn a_mode_per_resource_holds_back_only_that_resource_by_the_mode() {
     let w = rec(
-        wl("ns", WorkloadKind::Deployment, "mixed", 1, &[("app", "1", "1Gi")]),
+        wl(
+            "ns",
+            WorkloadKind::Deployment,
+            "mixed",
+            1,
+            &[("app", "1", "1Gi")],
+        ),
         &[("app", Some("500m"), Some("512Mi"))],
         json!({"phase": "Blocked", "mode": modes("audit", "auto-patch"),
             "conditions": [blocked("Cooldown")], "summary": {"reason": "Cooldown"}}),
@@ -307,8 +348,12 @@ fn a_mode_per_resource_holds_back_only_that_resource_by_the_mode() {
     let line = &r.workloads[0];
     assert_eq!(line.cpu.held_back.as_deref(), Some("ModeAudit"));
     assert_eq!(line.memory.held_back.as_deref(), Some("Cooldown"));
-    let reasons: Vec<(&str, u32)> =
-        r.cluster.held_back.iter().map(|h| (h.reason.as_str(), h.workloads)).collect();
+    let reasons: Vec<(&str, u32)> = r
+        .cluster
+        .held_back
+        .iter()
+        .map(|h| (h.reason.as_str(), h.workloads))
+        .collect();
     assert_eq!(reasons, [("Cooldown", 1), ("ModeAudit", 1)]);
 }
 
@@ -317,8 +362,10 @@ fn a_quantity_that_does_not_parse_is_named_and_counted_absent() {
     let r = fixture();
     assert_eq!(
         r.problems,
-        ["shop/Deployment/legacy: container bad request cpu: invalid quantity \"12Q\": \
-          unknown suffix \"Q\"; counted as absent"]
+        [
+            "shop/Deployment/legacy: container bad request cpu: invalid quantity \"12Q\": \
+          unknown suffix \"Q\"; counted as absent"
+        ]
     );
     let legacy = r.workloads.iter().find(|w| w.name == "legacy").unwrap();
     assert_eq!(legacy.cpu.requested, 600);
@@ -348,14 +395,23 @@ fn golden(name: &str, got: &str) {
     }
     let want = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (KERF_UPDATE_GOLDEN=1 writes it)", path.display()));
-    assert_eq!(got, want, "{} differs (KERF_UPDATE_GOLDEN=1 rewrites it)", path.display());
+    assert_eq!(
+        got,
+        want,
+        "{} differs (KERF_UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
 }
 
 #[test]
 fn the_table_matches_its_golden_file_and_fits_120_columns() {
     let text = render(&fixture());
     for line in text.lines() {
-        assert!(line.chars().count() <= MAX_WIDTH, "{} columns: {line:?}", line.chars().count());
+        assert!(
+            line.chars().count() <= MAX_WIDTH,
+            "{} columns: {line:?}",
+            line.chars().count()
+        );
     }
     golden("table.txt", &text);
 }
@@ -375,7 +431,11 @@ fn the_table_fits_120_columns_with_long_names_and_huge_amounts() {
     );
     let text = render(&build(&[big], vec!["x".repeat(300)], now()));
     for line in text.lines() {
-        assert!(line.chars().count() <= MAX_WIDTH, "{} columns: {line:?}", line.chars().count());
+        assert!(
+            line.chars().count() <= MAX_WIDTH,
+            "{} columns: {line:?}",
+            line.chars().count()
+        );
     }
     assert!(text.contains("a-namespace-name-of~"), "{text}");
 }
