@@ -451,3 +451,28 @@ fn the_json_matches_its_golden_file_and_reads_back() {
     assert_eq!(v["version"], 1);
     assert_eq!(v["units"], json!({"cpu": "millicores", "memory": "bytes"}));
 }
+
+#[tokio::test]
+async fn the_endpoint_answers_503_until_the_caches_synced_then_the_json_report() {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    let cache = crate::cache::CacheSet::new();
+    let clock: crate::clock::SharedClock = std::sync::Arc::new(crate::clock::TestClock::new(now()));
+    let app = super::source::router(cache.clone(), clock);
+    let get = || Request::get("/report").body(Body::empty()).unwrap();
+    let res = app.clone().oneshot(get()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    for w in crate::cache::WATCHES {
+        cache.mark_synced(w);
+    }
+    let res = app.oneshot(get()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let report: Report = serde_json::from_slice(&body).unwrap();
+    assert_eq!((report.version, report.generated_at), (1, now()));
+    assert_eq!(report.cluster.workloads, 0);
+}
