@@ -171,15 +171,51 @@ async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
         &input(&pods, t0 + Duration::minutes(1)),
     )
     .await;
-    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
+    // The kill that pod status dates 10 s after the end.
+    let after = Some(t0 + Duration::minutes(30) + Duration::seconds(10));
+    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", after)), created).unwrap()];
     let step = w
         .step(
             &client,
             &mut status,
-            &input(&pods, t0 + Duration::minutes(30)),
+            &input(&pods, t0 + Duration::minutes(31)),
         )
         .await;
     assert_eq!(step, HealthStep::Healthy);
+}
+
+// rule: RB-03, RB-05
+#[tokio::test]
+async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back() {
+    // The agent was down at the end of the watch: the next one reads the kill pod status
+    // dates at minute 25 and rolls back.
+    let client = offline_client().unwrap();
+    let t0 = Utc::now() - Duration::minutes(40);
+    let created = t0 - Duration::hours(1);
+    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let w = watcher();
+    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    w.step(
+        &client,
+        &mut status,
+        &input(&pods, t0 + Duration::minutes(1)),
+    )
+    .await;
+    let inside = Some(t0 + Duration::minutes(25));
+    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", inside)), created).unwrap()];
+    let restarted = watcher();
+    let step = restarted
+        .step(
+            &client,
+            &mut status,
+            &input(&pods, t0 + Duration::minutes(38)),
+        )
+        .await;
+    let HealthStep::Breach(b) = step else {
+        panic!("expected a breach, got {step:?}")
+    };
+    assert_eq!(b.reason, BreachReason::OomKills);
+    assert_eq!(b.restore, vec![Resource::Memory]);
 }
 
 // rule: RB-09
