@@ -156,39 +156,10 @@ async fn rb_10_restarts_add_up_over_all_pods_and_roll_back_every_touched_resourc
     assert_eq!(b.details["restarts"], "3");
 }
 
-// rule: RB-03, RB-19
-#[tokio::test]
-async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
-    let client = offline_client().unwrap();
-    let t0 = Utc::now() - Duration::minutes(31);
-    let created = t0 - Duration::hours(1);
-    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
-    let w = watcher();
-    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
-    w.step(
-        &client,
-        &mut status,
-        &input(&pods, t0 + Duration::minutes(1)),
-    )
-    .await;
-    // The kill that pod status dates 10 s after the end.
-    let after = Some(t0 + Duration::minutes(30) + Duration::seconds(10));
-    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", after)), created).unwrap()];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::minutes(31)),
-        )
-        .await;
-    assert_eq!(step, HealthStep::Healthy);
-}
-
-// rule: RB-03, RB-05
-#[tokio::test]
-async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back() {
-    // The agent was down at the end of the watch: the next one reads the kill pod status
-    // dates at minute 25 and rolls back.
+/// A memory change watched from 40 minutes ago for 30 minutes, its baselines taken at
+/// minute 1; at minute 38 pod `a` shows one OOM kill that pod status dates `killed_at`
+/// after the change. `restarted`: a new watcher (a restarted agent) looks at it.
+async fn oom_kill_seen_after_the_end(killed_at: Duration, restarted: bool) -> HealthStep {
     let client = offline_client().unwrap();
     let t0 = Utc::now() - Duration::minutes(40);
     let created = t0 - Duration::hours(1);
@@ -201,16 +172,38 @@ async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back(
         &input(&pods, t0 + Duration::minutes(1)),
     )
     .await;
-    let inside = Some(t0 + Duration::minutes(25));
-    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", inside)), created).unwrap()];
-    let restarted = watcher();
-    let step = restarted
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::minutes(38)),
-        )
-        .await;
+    let at = Some(t0 + killed_at);
+    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", at)), created).unwrap()];
+    let w = if restarted { watcher() } else { w };
+    w.step(
+        &client,
+        &mut status,
+        &input(&pods, t0 + Duration::minutes(38)),
+    )
+    .await
+}
+
+// rule: RB-03, RB-19
+#[tokio::test]
+async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
+    // The kill that pod status dates 10 s after the end.
+    let after = Duration::minutes(30) + Duration::seconds(10);
+    assert_eq!(
+        oom_kill_seen_after_the_end(after, false).await,
+        HealthStep::Healthy
+    );
+    assert_eq!(
+        oom_kill_seen_after_the_end(after, true).await,
+        HealthStep::Healthy
+    );
+}
+
+// rule: RB-03, RB-05
+#[tokio::test]
+async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back() {
+    // The agent was down at the end of the watch: the next one reads the kill pod status
+    // dates at minute 25 and rolls back.
+    let step = oom_kill_seen_after_the_end(Duration::minutes(25), true).await;
     let HealthStep::Breach(b) = step else {
         panic!("expected a breach, got {step:?}")
     };
