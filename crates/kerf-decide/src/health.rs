@@ -24,8 +24,8 @@ pub mod promql;
 pub mod restore;
 
 pub use baselines::{
-    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, PodCounters, WatchBaselines,
-    LastTermination, complete_baselines, count_since, count_within, take_baselines,
+    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, LastTermination, PodCounters, WatchBaselines,
+    complete_baselines, count_since, count_within, take_baselines,
 };
 pub use cadvisor::{CadvisorError, CfsCounters, CfsKey, parse_cadvisor, sample_from_scrapes};
 pub use promql::{PodMatch, ThrottlingQueries, throttling_queries, throttling_window};

@@ -113,7 +113,10 @@ fn rb_03_a_signal_inside_the_watch_seen_only_after_its_end_still_rolls_back() {
 #[test]
 fn rb_03_throttling_is_not_read_after_the_end() {
     let hot = [sample(1000, 900, at(3))];
-    assert_eq!(breach(run(&BOTH, counts(0, 0), &hot, at(29))).reason, BreachReason::Throttling);
+    assert_eq!(
+        breach(run(&BOTH, counts(0, 0), &hot, at(29))).reason,
+        BreachReason::Throttling
+    );
     assert_eq!(
         run(&BOTH, counts(0, 0), &hot, at(31)),
         HealthVerdict::Healthy

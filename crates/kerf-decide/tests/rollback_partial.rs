@@ -50,8 +50,7 @@ fn rb_31_the_resource_a_partial_rollback_kept_is_not_applied_again() {
 
 // rule: RB-31
 #[test]
-fn rb_31_a_rolled_back_recommendation_does_not_go_in_again_for_a_resource_its_change_left_out()
-{
+fn rb_31_a_rolled_back_recommendation_does_not_go_in_again_for_a_resource_its_change_left_out() {
     // The recommendation went in as two changes: CPU first, while a cooldown held its memory
     // decrease, then memory, which was rolled back. The rolled-back change names memory only;
     // the rollback cleared the live values, so CPU reads as the template's 500m again.
