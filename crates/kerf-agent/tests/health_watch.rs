@@ -156,30 +156,64 @@ async fn rb_10_restarts_add_up_over_all_pods_and_roll_back_every_touched_resourc
     assert_eq!(b.details["restarts"], "3");
 }
 
-// rule: RB-03, RB-19
-#[tokio::test]
-async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
-    let client = offline_client().unwrap();
-    let t0 = Utc::now() - Duration::minutes(31);
+/// A memory change watched from 40 minutes ago for 30 minutes, its baselines taken at
+/// minute 1; at minute 38 pod `a` shows one OOM kill that pod status dates `killed_at`
+/// after the change. `restarted`: a new watcher (a restarted agent) looks at it.
+async fn oom_kill_seen_after_the_end(
+    killed_at: Duration,
+    restarted: bool,
+) -> anyhow::Result<HealthStep> {
+    let client = offline_client()?;
+    let t0 = Utc::now() - Duration::minutes(40);
     let created = t0 - Duration::hours(1);
     let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
     let w = watcher();
-    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
+    let pods = vec![hand_pod("a", 0, None, created)?];
     w.step(
         &client,
         &mut status,
         &input(&pods, t0 + Duration::minutes(1)),
     )
     .await;
-    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::minutes(30)),
-        )
-        .await;
-    assert_eq!(step, HealthStep::Healthy);
+    let at = Some(t0 + killed_at);
+    let pods = vec![hand_pod_at("a", 1, Some(("OOMKilled", at)), created)?];
+    let w = if restarted { watcher() } else { w };
+    Ok(w.step(
+        &client,
+        &mut status,
+        &input(&pods, t0 + Duration::minutes(38)),
+    )
+    .await)
+}
+
+// rule: RB-03, RB-19
+#[tokio::test]
+async fn rb_03_a_signal_after_the_watch_ended_does_nothing() {
+    // The kill that pod status dates 10 s after the end.
+    let after = Duration::minutes(30) + Duration::seconds(10);
+    assert_eq!(
+        oom_kill_seen_after_the_end(after, false).await.unwrap(),
+        HealthStep::Healthy
+    );
+    assert_eq!(
+        oom_kill_seen_after_the_end(after, true).await.unwrap(),
+        HealthStep::Healthy
+    );
+}
+
+// rule: RB-03, RB-05
+#[tokio::test]
+async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back() {
+    // The agent was down at the end of the watch: the next one reads the kill pod status
+    // dates at minute 25 and rolls back.
+    let step = oom_kill_seen_after_the_end(Duration::minutes(25), true)
+        .await
+        .unwrap();
+    let HealthStep::Breach(b) = step else {
+        panic!("expected a breach, got {step:?}")
+    };
+    assert_eq!(b.reason, BreachReason::OomKills);
+    assert_eq!(b.restore, vec![Resource::Memory]);
 }
 
 // rule: RB-09

@@ -24,8 +24,8 @@ pub mod promql;
 pub mod restore;
 
 pub use baselines::{
-    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, PodCounters, WatchBaselines,
-    complete_baselines, count_since, take_baselines,
+    ContainerCounters, Counts, DEFAULT_BASELINE_CAP, LastTermination, PodCounters, WatchBaselines,
+    complete_baselines, count_since, count_within, take_baselines,
 };
 pub use cadvisor::{CadvisorError, CfsCounters, CfsKey, parse_cadvisor, sample_from_scrapes};
 pub use promql::{PodMatch, ThrottlingQueries, throttling_queries, throttling_window};
@@ -209,9 +209,14 @@ pub struct Breach {
 /// Evaluates the watch at `now` (rules RB-03 to RB-16, RB-19, reading 1).
 ///
 /// `touched` are the resources the change touched; `counts` the OOM kills and restarts
-/// since the baselines; `throttling` one sample per container (empty: no metrics endpoint
+/// since the baselines that pod status does not place after the watch's end
+/// ([`count_within`]); `throttling` one sample per container (empty: no metrics endpoint
 /// and no cAdvisor fallback, so throttling never fires). Signals are checked in
 /// [`BreachReason::ORDER`]; the first to reach its threshold (`>=`) wins.
+///
+/// Once the end has passed, the watch ends Healthy unless OOM kills or restarts inside it
+/// reach their thresholds: an agent that was down at the end sees them only now, and
+/// still rolls back (RB-03, RB-19). Throttling is not read after the end.
 pub fn evaluate(
     watch: &WatchState,
     touched: &[Resource],
@@ -224,15 +229,18 @@ pub fn evaluate(
         return HealthVerdict::Ended;
     }
     let end = watch.end();
-    if end.is_some_and(|end| now >= end) {
-        return HealthVerdict::Healthy;
-    }
     let ctx = Ctx {
         watch,
         touched,
         thresholds,
         now,
     };
+    if end.is_some_and(|end| now >= end) {
+        return [BreachReason::OomKills, BreachReason::Restarts]
+            .into_iter()
+            .find_map(|reason| ctx.check(reason, counts, &[]))
+            .map_or(HealthVerdict::Healthy, HealthVerdict::Breach);
+    }
     BreachReason::ORDER
         .into_iter()
         .find_map(|reason| ctx.check(reason, counts, throttling))

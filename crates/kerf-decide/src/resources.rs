@@ -416,6 +416,12 @@ impl ValueCtx<'_> {
     /// had set for this resource. That holds for every resource the change touched, not
     /// only the restored ones: a resource a partial rollback kept (RB-35) is not applied
     /// again with the same values either, even after the cooldown (docs/health.md).
+    ///
+    /// The recommendation of a rolled-back change does not go in again at all, whatever
+    /// resource it moves: it may have gone in as several changes (a resource held back by
+    /// a cooldown went in later), and a value an earlier change of it set must not come back
+    /// as a change of its own, nor open the way for the rolled-back values once it has
+    /// replaced the rolled-back change in status.
     fn repeats_rolled_back(&self, plan: &ResourcePlan<'_>) -> bool {
         let state = &self.facts.state;
         let (Some(rb), Some(change)) = (&state.last_rollback, &state.change) else {
@@ -423,6 +429,9 @@ impl ValueCtx<'_> {
         };
         if rb.change_id != change.id {
             return false;
+        }
+        if change.recommendation_id == self.facts.recommendation.recommendation_id {
+            return plan.moves();
         }
         let Some(c) = change.containers.iter().find(|c| c.name == plan.container) else {
             return false;

@@ -3,8 +3,8 @@
 use chrono::{DateTime, TimeZone, Utc};
 use kerf_api::rsr::{Baseline, WatchStatus};
 use kerf_decide::health::{
-    ContainerCounters, Counts, PodCounters, WatchBaselines, complete_baselines, count_since,
-    take_baselines,
+    ContainerCounters, Counts, LastTermination, PodCounters, WatchBaselines, complete_baselines,
+    count_since, count_within, take_baselines,
 };
 use proptest::prelude::*;
 
@@ -26,6 +26,7 @@ fn pod(uid: &str, containers: Vec<ContainerCounters>) -> PodCounters {
     PodCounters {
         uid: uid.into(),
         containers,
+        created_at: Some(t0() - chrono::Duration::hours(1)),
     }
 }
 
@@ -191,4 +192,69 @@ proptest! {
         prop_assert_eq!(b.aggregated.is_some(), n > cap);
         prop_assert_eq!(count_since(&b, &pods), counts(0, 0));
     }
+}
+
+/// Container `app` that terminated `restarts` times in all, the last one (an OOM kill or
+/// not) dated `minutes` after t0.
+fn dated(restarts: u32, ooms: u32, minutes: i64, oom_killed: bool) -> ContainerCounters {
+    ContainerCounters {
+        last_termination: Some(LastTermination {
+            finished_at: t0() + chrono::Duration::minutes(minutes),
+            oom_killed,
+        }),
+        ..container("app", restarts, ooms)
+    }
+}
+
+// rule: RB-03
+#[test]
+fn rb_03_a_signal_dated_after_the_end_is_left_out_and_one_inside_counts() {
+    let at_change = [pod("a", vec![container("app", 0, 0)])];
+    let b = take_baselines(&at_change, 200);
+    let end = Some(t0() + chrono::Duration::minutes(30));
+    // The OOM kill pod status dates at minute 25 counts after the end as well.
+    let inside = [pod("a", vec![dated(1, 1, 25, true)])];
+    assert_eq!(count_within(&b, &inside, end), counts(1, 1));
+    // At the end itself it is inside.
+    let at_end = [pod("a", vec![dated(1, 1, 30, true)])];
+    assert_eq!(count_within(&b, &at_end, end), counts(1, 1));
+    // Dated after the end: nothing.
+    let after = [pod("a", vec![dated(1, 1, 31, true)])];
+    assert_eq!(count_within(&b, &after, end), counts(0, 0));
+    assert_eq!(count_since(&b, &after), counts(1, 1));
+    // A watch whose end is not known yet (a rollout) leaves nothing out.
+    assert_eq!(count_within(&b, &after, None), counts(1, 1));
+}
+
+// rule: RB-03
+#[test]
+fn rb_03_a_signal_that_cannot_be_placed_after_the_end_counts_as_inside() {
+    let at_change = [pod("a", vec![container("app", 0, 0)])];
+    let b = take_baselines(&at_change, 200);
+    let end = Some(t0() + chrono::Duration::minutes(30));
+    // A restart counter rise without a time.
+    let untimed = [pod("a", vec![container("app", 2, 1)])];
+    assert_eq!(count_within(&b, &untimed, end), counts(1, 2));
+    // Three restarts, the last (not an OOM kill) dated after the end: the two before it
+    // have no time, and the OOM kill among them is not the last termination.
+    let last_after = [pod("a", vec![dated(3, 1, 31, false)])];
+    assert_eq!(count_within(&b, &last_after, end), counts(1, 2));
+    // The same with the OOM kill as the last termination, after the end.
+    let oom_after = [pod("a", vec![dated(3, 1, 31, true)])];
+    assert_eq!(count_within(&b, &oom_after, end), counts(0, 2));
+}
+
+// rule: RB-03
+#[test]
+fn rb_03_a_pod_created_after_the_end_counts_nothing() {
+    let at_change = [pod("a", vec![container("app", 0, 0)])];
+    let b = take_baselines(&at_change, 200);
+    let end = t0() + chrono::Duration::minutes(30);
+    let mut late = pod("c", vec![container("app", 4, 1)]);
+    late.created_at = Some(end + chrono::Duration::seconds(1));
+    let mut early = pod("d", vec![container("app", 1, 1)]);
+    early.created_at = Some(end - chrono::Duration::minutes(5));
+    let pods = [late, early];
+    assert_eq!(count_within(&b, &pods, Some(end)), counts(1, 1));
+    assert_eq!(count_since(&b, &pods), counts(2, 5));
 }

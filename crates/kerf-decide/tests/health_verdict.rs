@@ -73,20 +73,54 @@ fn watching() -> HealthVerdict {
     }
 }
 
-// rule: RB-03
+// rule: RB-03, RB-19
 #[test]
-fn rb_03_a_signal_after_the_watch_ended_triggers_nothing() {
+fn rb_03_the_watch_ends_healthy_when_nothing_inside_it_reached_a_threshold() {
     assert_eq!(run(&BOTH, counts(0, 0), &[], at(29)), watching());
+    // The counts are those pod status does not place after the end (`count_within`, whose
+    // tests pin the dating): none, or fewer than the thresholds, and the watch is over.
     assert_eq!(
-        run(&BOTH, counts(5, 9), &[], at(30)),
+        run(&BOTH, counts(0, 0), &[], at(30)),
         HealthVerdict::Healthy
     );
     assert_eq!(
-        run(&BOTH, counts(5, 9), &[], at(90)),
+        run(&BOTH, counts(0, 2), &[], at(90)),
         HealthVerdict::Healthy
     );
     let b = breach(run(&BOTH, counts(5, 9), &[], at(29)));
     assert_eq!(b.reason, BreachReason::OomKills);
+}
+
+// rule: RB-03, RB-05, RB-07
+#[test]
+fn rb_03_a_signal_inside_the_watch_seen_only_after_its_end_still_rolls_back() {
+    // The agent was down at the end: an OOM kill inside the watch restores memory.
+    let b = breach(run(&BOTH, counts(1, 1), &[], at(45)));
+    assert_eq!(b.reason, BreachReason::OomKills);
+    assert_eq!(b.restore, vec![Resource::Memory]);
+    // Three restarts inside it restore every touched resource, at the end itself too.
+    let b = breach(run(&BOTH, counts(0, 3), &[], at(30)));
+    assert_eq!(b.reason, BreachReason::Restarts);
+    assert_eq!(b.restore, BOTH.to_vec());
+    // An OOM kill does not roll back a change that left memory alone (RB-05).
+    assert_eq!(
+        run(&[Resource::Cpu], counts(1, 1), &[], at(45)),
+        HealthVerdict::Healthy
+    );
+}
+
+// rule: RB-03, RB-08
+#[test]
+fn rb_03_throttling_is_not_read_after_the_end() {
+    let hot = [sample(1000, 900, at(3))];
+    assert_eq!(
+        breach(run(&BOTH, counts(0, 0), &hot, at(29))).reason,
+        BreachReason::Throttling
+    );
+    assert_eq!(
+        run(&BOTH, counts(0, 0), &hot, at(31)),
+        HealthVerdict::Healthy
+    );
 }
 
 // rule: RB-04
@@ -322,7 +356,9 @@ fn rollout_watch_ends_watch_duration_after_the_rollout_completes() {
             until: Some(at(50))
         }
     );
-    let v = evaluate(&w, &BOTH, counts(0, 9), &[], &thresholds(), at(50));
+    // At the end, with nothing inside the watch reaching a threshold (`count_within`
+    // leaves out what pod status dates after it), the watch is over.
+    let v = evaluate(&w, &BOTH, counts(0, 2), &[], &thresholds(), at(50));
     assert_eq!(v, HealthVerdict::Healthy);
 }
 

@@ -47,3 +47,39 @@ fn rb_31_the_resource_a_partial_rollback_kept_is_not_applied_again() {
     );
     assert_eq!(to_request(&d, "app", Resource::Memory), None);
 }
+
+// rule: RB-31
+#[test]
+fn rb_31_a_rolled_back_recommendation_does_not_go_in_again_for_a_resource_its_change_left_out() {
+    // The recommendation went in as two changes: CPU first, while a cooldown held its memory
+    // decrease, then memory, which was rolled back. The rolled-back change names memory only;
+    // the rollback cleared the live values, so CPU reads as the template's 500m again.
+    let mut f = facts();
+    f.recommendation.containers[0] = recommendation("250m", "128Mi");
+    let to = ResourceValues {
+        cpu: None,
+        memory: q("128Mi"),
+    };
+    rolled_back(
+        &mut f,
+        Duration::hours(30),
+        wk::REASON_OOM_KILLS,
+        &[Resource::Memory],
+        to,
+    );
+    let same = f.recommendation.recommendation_id.clone();
+    if let Some(c) = f.state.change.as_mut() {
+        c.recommendation_id = same;
+        c.containers[0].from.requests.cpu = None;
+        c.containers[0].from.requests.memory = q("256Mi");
+    }
+    let d = decide(&f, &policy(), now());
+    assert_eq!(skip(&d).reason, wk::REASON_NO_SIGNIFICANT_CHANGE, "{d:?}");
+
+    // Another recommendation with these values: only the values the rollback removed stay out.
+    if let Some(c) = f.state.change.as_mut() {
+        c.recommendation_id = "rec-0".into();
+    }
+    let d = decide(&f, &policy(), now());
+    assert_eq!(apply(&d).resources, vec![Resource::Cpu], "{d:?}");
+}

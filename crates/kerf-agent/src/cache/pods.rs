@@ -79,9 +79,11 @@ struct LastStateWire {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 struct TerminatedWire {
     reason: Option<String>,
+    /// Kept as text: a malformed time reads as unknown instead of failing the pod.
+    finished_at: Option<String>,
 }
 
 /// The controlling owner of a pod or ReplicaSet.
@@ -125,6 +127,8 @@ pub struct PodContainer {
     pub restart_count: u32,
     /// `lastState.terminated.reason` (`OOMKilled`, `Error`, ...).
     pub last_terminated_reason: Option<String>,
+    /// `lastState.terminated.finishedAt`: when the last termination happened, if known.
+    pub last_terminated_at: Option<DateTime<Utc>>,
     /// Ready.
     pub ready: bool,
 }
@@ -294,6 +298,11 @@ fn pod_container(
         last_terminated_reason: status
             .and_then(|s| s.last_state.terminated.as_ref())
             .and_then(|t| t.reason.clone()),
+        last_terminated_at: status
+            .and_then(|s| s.last_state.terminated.as_ref())
+            .and_then(|t| t.finished_at.as_deref())
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc)),
         ready: status.is_some_and(|s| s.ready),
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use kerf_api::rsr::{Baseline, ChangeRecord};
 use kerf_api::{Resource, Strategy, WorkloadKind};
-use kerf_decide::health::{ContainerCounters, PodCounters, WatchBaselines};
+use kerf_decide::health::{ContainerCounters, LastTermination, PodCounters, WatchBaselines};
 
 use crate::cache::{PodContainer, PodInfo, WorkloadInfo};
 use crate::executor::requirements_cover;
@@ -135,12 +135,17 @@ pub fn pod_counters(
                         restarts_on_resize: restarts,
                         resize_completed_at: (restarts && resize_completed(change, pod, c))
                             .then_some(now),
+                        last_termination: c.last_terminated_at.map(|at| LastTermination {
+                            finished_at: at,
+                            oom_killed: c.last_terminated_reason.as_deref() == Some(OOM_KILLED),
+                        }),
                     }
                 })
                 .collect();
             PodCounters {
                 uid: pod.uid.clone(),
                 containers,
+                created_at: pod.created,
             }
         })
         .collect()

@@ -25,7 +25,7 @@ use kerf_api::{Resource, Strategy};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::health::{
     Breach, Counts, DEFAULT_BASELINE_CAP, HealthVerdict, Thresholds, ThrottlingSample,
-    WatchBaselines, WatchState, complete_baselines, count_since, evaluate, take_baselines,
+    WatchBaselines, WatchState, complete_baselines, count_within, evaluate, take_baselines,
 };
 
 use crate::cache::PodInfo;
@@ -205,7 +205,8 @@ impl Watcher {
         };
         let start = watch.start;
         let cpu = change.resources.contains(&Resource::Cpu);
-        let samples = if cpu && input.now >= start + self.delay {
+        let ended = watch.end.is_some_and(|end| input.now >= end);
+        let samples = if cpu && !ended && input.now >= start + self.delay {
             self.throttling(client, &change, start, input).await
         } else {
             Vec::new()
@@ -271,7 +272,7 @@ impl Watcher {
         } else if complete_baselines(&mut baselines, &pods) {
             baselines.write_to(watch);
         }
-        count_since(&baselines, &pods)
+        count_within(&baselines, &pods, watch.end)
     }
 
     /// Throttling samples of the CPU containers; a failed read is logged and gives none

@@ -234,8 +234,11 @@ async fn in_place(
             finish_applied(s, c, out)
         }
         InPlaceOutcome::FallBack { reason, message } => {
+            // Intent before action (design D25): the fallback (strategy rollout, its event
+            // pending) is written with this pass's status; the next pass patches the
+            // template. A kill between the two leaves a rollout to resume, never a patched
+            // template under a change still recorded in place.
             fall_back(s, c, reason.as_str(), &message, out);
-            rollout_step(s, c, out).await?;
         }
         InPlaceOutcome::Refused {
             fallback_reason,

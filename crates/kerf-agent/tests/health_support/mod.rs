@@ -125,10 +125,23 @@ pub fn hand_pod(
     last_reason: Option<&str>,
     created: DateTime<Utc>,
 ) -> anyhow::Result<Arc<PodInfo>> {
-    let last = last_reason.map_or(
-        json!({}),
-        |r| json!({"terminated": {"reason": r, "exitCode": 137}}),
-    );
+    hand_pod_at(name, restarts, last_reason.map(|r| (r, None)), created)
+}
+
+/// [`hand_pod`] whose last termination (reason, `finishedAt`) is `last`.
+pub fn hand_pod_at(
+    name: &str,
+    restarts: u32,
+    last: Option<(&str, Option<DateTime<Utc>>)>,
+    created: DateTime<Utc>,
+) -> anyhow::Result<Arc<PodInfo>> {
+    let last = last.map_or(json!({}), |(r, at)| {
+        let mut t = json!({"reason": r, "exitCode": 137});
+        if let Some(at) = at {
+            t["finishedAt"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        }
+        json!({ "terminated": t })
+    });
     pod_info(json!({
         "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
             "creationTimestamp": created.to_rfc3339()},

@@ -356,7 +356,7 @@ async fn drive(cluster: &Cluster, workloads: &mut [Workload], publish: bool) -> 
     let mut changed = false;
     for w in workloads.iter_mut() {
         w.tick(cluster).await?;
-        if publish && w.settled() {
+        if publish && w.ready_for_next() {
             w.next_rec()?;
             changed = true;
         }

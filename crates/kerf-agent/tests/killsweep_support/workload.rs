@@ -61,6 +61,18 @@ impl Kind {
         matches!(self, Kind::InPlace | Kind::Breach)
     }
 
+    /// The node its pods run on. The fallback's node is its own: once the sweep frees it,
+    /// the room must stay for the fallback's rollout, and the scheduler would otherwise put
+    /// the other workloads' new pods on the emptiest node.
+    fn node(self) -> &'static str {
+        match self {
+            Kind::Fallback => PINNED_NODE,
+            Kind::InPlace | Kind::Breach => "sim-node-1",
+            Kind::Rollout | Kind::Release => "sim-node-2",
+            Kind::Deferred | Kind::OnDelete => "sim-node-3",
+        }
+    }
+
     fn workload_kind(self) -> &'static str {
         match self {
             Kind::OnDelete => "StatefulSet",
@@ -155,7 +167,14 @@ pub struct Workload {
     pub pending: usize,
     releasing: bool,
     filler: bool,
+    /// No next recommendation before this time: the hold a rollback puts on decreases of
+    /// the restored resource (rule RB-32, the cooldown since the rollback).
+    hold_until: Option<chrono::DateTime<chrono::Utc>>,
 }
+
+/// How long after a rollback the breach workload's next recommendation waits: the
+/// policy's cooldown (1s) that holds decreases of the restored resource, and a margin.
+const ROLLBACK_HOLD: chrono::Duration = chrono::Duration::seconds(3);
 
 /// The policy of a workload: auto-patch (or `mode`), 1s learning, cooldown and watch (20s
 /// for the breach, so the OOM kill lands in it), no step limit.
@@ -217,7 +236,7 @@ impl Workload {
         let ns = format!("ks-{}", kind.label());
         c.namespace(&ns).await?;
         c.policy(&ns, &policy_spec(kind, &ns, "auto-patch")).await?;
-        let pinned = (kind == Kind::Fallback).then_some(PINNED_NODE);
+        let pinned = Some(kind.node());
         if kind == Kind::Fallback {
             let filler = Values { cpu: 2000, mem: 64 };
             let obj = workload_object("Deployment", &ns, "filler", 1, filler, pinned);
@@ -240,6 +259,7 @@ impl Workload {
             pending: 0,
             releasing: false,
             filler: kind == Kind::Fallback,
+            hold_until: None,
         };
         let what = format!("{} Ready pods of {}/web", kind.replicas(), w.ns);
         kerf_testkit::eventually(&what, std::time::Duration::from_secs(30), || async {
@@ -292,6 +312,14 @@ impl Workload {
     /// Whether the current recommendation reached its outcome.
     pub fn settled(&self) -> bool {
         self.recs.last().is_some_and(|r| r.done)
+    }
+
+    /// Whether the next recommendation may be published: the current one reached its
+    /// outcome and, after a rollback, its hold on decreases has passed. A recommendation
+    /// published inside the hold goes in as two changes by design (the other resources at
+    /// once, the held decrease once the hold ends, rules GR-22, RB-32).
+    pub fn ready_for_next(&self) -> bool {
+        self.settled() && self.hold_until.is_none_or(|t| chrono::Utc::now() >= t)
     }
 
     /// Publishes the next recommendation (kept in `self.recs`).
@@ -393,7 +421,13 @@ impl Workload {
     async fn tick_breach(&mut self, c: &Cluster, rsr: &Value, state: &str) -> anyhow::Result<()> {
         let oom = self.recs.last().is_some_and(|r| r.oom);
         if oom {
-            return self.finish_if(c, state, "RolledBack").await;
+            self.finish_if(c, state, "RolledBack").await?;
+            if self.settled() {
+                let time = rsr["status"]["lastRollback"]["time"].as_str();
+                let at = time.and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok());
+                self.hold_until = Some(at.unwrap_or_else(chrono::Utc::now) + ROLLBACK_HOLD);
+            }
+            return Ok(());
         }
         let values = self.recs.last().map(|r| r.values).unwrap_or_default();
         // Within the watch the status records (baselines taken, end ahead), whichever agent

@@ -42,6 +42,18 @@ pub struct ContainerCounters {
     pub restarts_on_resize: bool,
     /// When the pod's resize completed, once it has.
     pub resize_completed_at: Option<DateTime<Utc>>,
+    /// `lastState.terminated`, when pod status dates it (`finishedAt`).
+    pub last_termination: Option<LastTermination>,
+}
+
+/// The last termination of a container, as pod status dates it. Pod status keeps only the
+/// last one: earlier terminations have no time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastTermination {
+    /// `lastState.terminated.finishedAt`.
+    pub finished_at: DateTime<Utc>,
+    /// `lastState.terminated.reason == OOMKilled`.
+    pub oom_killed: bool,
 }
 
 impl ContainerCounters {
@@ -57,6 +69,8 @@ pub struct PodCounters {
     pub uid: String,
     /// Containers and restartable init containers.
     pub containers: Vec<ContainerCounters>,
+    /// `metadata.creationTimestamp`, if known.
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 impl PodCounters {
@@ -176,22 +190,49 @@ pub fn complete_baselines(baselines: &mut WatchBaselines, pods: &[PodCounters]) 
 /// RB-10). A pod without an entry counts from zero, less the aggregate of the pods beyond
 /// the cap; a pod whose resize is still pending counts nothing.
 pub fn count_since(baselines: &WatchBaselines, pods: &[PodCounters]) -> Counts {
+    count_within(baselines, pods, None)
+}
+
+/// [`count_since`], leaving out the signals pod status places after `end`, the end of the
+/// watch when it is known (RB-03): an agent that sees the counters only after the end (it
+/// was down) still counts what happened inside the watch. Pod status dates only a
+/// container's last termination (`finishedAt`), so a signal is left out only when
+/// - its pod was created after `end`, or
+/// - it is the container's last termination and that is dated after `end`.
+///
+/// Every other signal counts as inside, the side that rolls back: a rise of the restart
+/// counter with no time, and the earlier of several terminations since the baseline when
+/// only the last one is dated after `end` (docs/health.md).
+pub fn count_within(
+    baselines: &WatchBaselines,
+    pods: &[PodCounters],
+    end: Option<DateTime<Utc>>,
+) -> Counts {
     let mut counts = Counts::default();
     let mut loose = Counts::default();
     for pod in pods {
+        if end.is_some_and(|end| pod.created_at.is_some_and(|c| c > end)) {
+            continue;
+        }
         match baselines.pods.get(&pod.uid) {
             Some(entry) if entry.is_empty() => {}
             Some(entry) => {
                 for c in &pod.containers {
                     let base = entry.get(&c.name).cloned().unwrap_or_default();
-                    counts.restarts += since(c.restart_count, base.restarts);
-                    counts.oom_kills += since(c.oom_kills, base.oom_kills);
+                    let rise = Counts {
+                        restarts: since(c.restart_count, base.restarts),
+                        oom_kills: since(c.oom_kills, base.oom_kills),
+                    };
+                    counts.add(inside(c, rise, end));
                 }
             }
             None => {
                 for c in &pod.containers {
-                    loose.restarts += u64::from(c.restart_count);
-                    loose.oom_kills += u64::from(c.oom_kills);
+                    let all = Counts {
+                        restarts: u64::from(c.restart_count),
+                        oom_kills: u64::from(c.oom_kills),
+                    };
+                    loose.add(inside(c, all, end));
                 }
             }
         }
@@ -200,6 +241,25 @@ pub fn count_since(baselines: &WatchBaselines, pods: &[PodCounters]) -> Counts {
     counts.restarts += loose.restarts.saturating_sub(from_i32(agg.restarts));
     counts.oom_kills += loose.oom_kills.saturating_sub(from_i32(agg.oom_kills));
     counts
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.restarts += other.restarts;
+        self.oom_kills += other.oom_kills;
+    }
+}
+
+/// `rise`, the signals of container `c` since its baseline, less its last termination when
+/// pod status dates that after `end` (see [`count_within`]).
+fn inside(c: &ContainerCounters, rise: Counts, end: Option<DateTime<Utc>>) -> Counts {
+    match (c.last_termination, end) {
+        (Some(last), Some(end)) if last.finished_at > end => Counts {
+            restarts: rise.restarts.saturating_sub(1),
+            oom_kills: rise.oom_kills.saturating_sub(u64::from(last.oom_killed)),
+        },
+        _ => rise,
+    }
 }
 
 fn since(now: u32, base: i32) -> u64 {
