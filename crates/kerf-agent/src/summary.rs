@@ -223,6 +223,19 @@ pub fn canary_reason(c: &ChangeRecord) -> Option<&'static str> {
     }
 }
 
+/// Keeps REASON and NEXT of an in-flight change with a canary current after a step of it
+/// (no decision is made while a change is in flight, so its steps keep them themselves).
+pub fn refresh_canary(s: &mut RightsizingRecommendationStatus) {
+    let Some(c) = s.change.as_ref().filter(|c| c.canary.is_some()) else {
+        return;
+    };
+    let reason = canary_reason(c).unwrap_or(applied_reason(c)).to_owned();
+    let next = canary_end(s).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+    let sum = s.summary.get_or_insert_with(Summary::default);
+    sum.reason = Some(reason);
+    sum.next = next;
+}
+
 /// When the canary watch of an in-flight change ends, while it runs.
 fn canary_end(s: &RightsizingRecommendationStatus) -> Option<DateTime<Utc>> {
     let c = s.change.as_ref()?;

@@ -360,21 +360,32 @@ fn canary_views(
     out: &mut StepResult,
 ) -> Option<Vec<PodResizeView>> {
     let all = all_views(c);
-    match canary_step(change, c, &all, target) {
-        CanaryStep::All => return Some(all),
-        CanaryStep::Resize(pods) => return Some(only(all, &pods)),
+    let views = match canary_step(change, c, &all, target) {
+        CanaryStep::All => Some(all),
+        CanaryStep::Resize(pods) => Some(only(all, &pods)),
         CanaryStep::Pass => {
             record_canary(s, c, CanaryStage::Passed, None);
-            return Some(all);
+            Some(all)
         }
-        CanaryStep::Choose(pods) => choose(s, pods),
-        CanaryStep::Watch { until } => record_canary(s, c, CanaryStage::Watching, Some(until)),
-        CanaryStep::Wait { until } => out.wake_at = Some(until),
+        CanaryStep::Choose(pods) => {
+            choose(s, pods);
+            set_progress(s, &all, target);
+            None
+        }
+        CanaryStep::Watch { until } => {
+            record_canary(s, c, CanaryStage::Watching, Some(until));
+            set_progress(s, &all, target);
+            None
+        }
+        CanaryStep::Wait { until } => {
+            out.wake_at = Some(until);
+            None
+        }
         // A breach is the pass's rollback step, not this one.
-        CanaryStep::Restore(_) => return None,
-    }
-    set_progress(s, &all, target);
-    None
+        CanaryStep::Restore(_) => None,
+    };
+    crate::summary::refresh_canary(s);
+    views
 }
 
 async fn carry_outcome(
