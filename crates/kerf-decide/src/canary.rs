@@ -203,14 +203,15 @@ pub fn present(record: &CanaryRecord, live: &[&str]) -> Vec<String> {
 }
 
 /// The pods of a new canary: those already resized first (a canary asked for while the
-/// change was under way), then by name. None when the canary would hold nothing back.
+/// change was under way: every one of them is in it), then by name. None when the canary
+/// would hold nothing back.
 fn choose(input: &CanaryInput<'_>) -> CanaryStep {
     let Some(policy) = input.policy else {
         return CanaryStep::All;
     };
-    let n = policy.size.of(input.pods.len());
     let resized = input.pods.iter().filter(|p| p.resized).count();
-    if n >= input.pods.len() || resized >= n {
+    let n = policy.size.of(input.pods.len()).max(resized);
+    if n >= input.pods.len() {
         return CanaryStep::All;
     }
     let mut order: Vec<&CanaryPod> = input.pods.iter().collect();
@@ -346,9 +347,19 @@ mod tests {
         let p = pods(&[("a", false, false), ("b", true, true), ("c", false, false)]);
         let s = step(policy(CanarySize::Pods(1)), None, &p, false);
         assert_eq!(s, CanaryStep::Choose(vec!["b".into()]));
-        let two = pods(&[("a", true, false), ("b", true, true), ("c", false, false)]);
+        let two = pods(&[
+            ("a", true, false),
+            ("b", true, true),
+            ("c", false, false),
+            ("d", false, false),
+        ]);
         assert_eq!(
             step(policy(CanarySize::Pods(1)), None, &two, false),
+            CanaryStep::Choose(vec!["a".into(), "b".into()])
+        );
+        let all = pods(&[("a", true, false), ("b", true, true)]);
+        assert_eq!(
+            step(policy(CanarySize::Pods(1)), None, &all, false),
             CanaryStep::All
         );
     }
