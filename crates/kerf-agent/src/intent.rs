@@ -95,6 +95,7 @@ pub fn new_change(plan: &ApplyPlan, now: DateTime<Utc>) -> ChangeRecord {
         },
         pending_events: Vec::new(),
         progress: None,
+        canary: None,
     }
 }
 

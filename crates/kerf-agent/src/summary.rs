@@ -8,18 +8,21 @@
 //!   template's. Shown as `current→recommended` whenever the hub's recommendation differs,
 //!   in every mode, in Kubernetes quantity form.
 //! - REASON: why the rsr is in its phase. Applying and Applied: RecommendationApplied or
-//!   ApprovedOnce; RolledBack: the signal (OOMKills, Restarts, Throttling); Released:
+//!   ApprovedOnce, and CanaryResizing or CanaryWatching while the canary of an in-place
+//!   change holds the other pods back; RolledBack: the signal (OOMKills, Restarts, Throttling); Released:
 //!   ModeChanged; Skipped, Blocked and Deferred: the decision's reason. An invalid
 //!   annotation or policy names itself instead (InvalidAnnotation, InvalidPolicy), except
 //!   while a change goes in or after a rollback. A later pass that finds nothing to do
 //!   keeps the reason of the phase.
-//! - `-o wide`: the policy, the last change's time and the next window or the end of the
-//!   block (RFC 3339).
+//! - `-o wide`: the policy, the last change's time and the end of a running canary watch,
+//!   the next window or the end of the block (RFC 3339).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use kerf_api::Resource;
 use kerf_api::policy::Strategy;
-use kerf_api::rsr::{ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary};
+use kerf_api::rsr::{
+    CanaryStage, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary,
+};
 use kerf_api::wellknown as wk;
 use kerf_decide::facts::{ContainerFacts, Facts};
 use kerf_decide::quantity;
@@ -177,7 +180,7 @@ pub fn reason(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> 
         Phase::Applying | Phase::Applied => s
             .change
             .as_ref()
-            .map(applied_reason)
+            .map(|c| canary_reason(c).unwrap_or(applied_reason(c)))
             .or(input.decision.map(|d| d.reason())),
         Phase::RolledBack => s
             .last_rollback
@@ -216,17 +219,56 @@ pub fn applied_reason(c: &ChangeRecord) -> &'static str {
     }
 }
 
+/// REASON while the canary of an in-flight change holds the other pods back.
+pub const REASON_CANARY_RESIZING: &str = "CanaryResizing";
+/// REASON while the canary pods are watched.
+pub const REASON_CANARY_WATCHING: &str = "CanaryWatching";
+
+/// CanaryResizing or CanaryWatching while a canary of the in-flight change `c` runs.
+pub fn canary_reason(c: &ChangeRecord) -> Option<&'static str> {
+    if !matches!(c.state, ChangeState::Intent | ChangeState::Applying) {
+        return None;
+    }
+    match c.canary.as_ref()?.stage {
+        CanaryStage::Resizing => Some(REASON_CANARY_RESIZING),
+        CanaryStage::Watching => Some(REASON_CANARY_WATCHING),
+        CanaryStage::Passed | CanaryStage::RolledBack => None,
+    }
+}
+
+/// Keeps REASON and NEXT of an in-flight change with a canary current after a step of it
+/// (no decision is made while a change is in flight, so its steps keep them themselves).
+pub fn refresh_canary(s: &mut RightsizingRecommendationStatus) {
+    let Some(c) = s.change.as_ref().filter(|c| c.canary.is_some()) else {
+        return;
+    };
+    let reason = canary_reason(c).unwrap_or(applied_reason(c)).to_owned();
+    let next = canary_end(s).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+    let sum = s.summary.get_or_insert_with(Summary::default);
+    sum.reason = Some(reason);
+    sum.next = next;
+}
+
+/// When the canary watch of an in-flight change ends, while it runs.
+fn canary_end(s: &RightsizingRecommendationStatus) -> Option<DateTime<Utc>> {
+    let c = s.change.as_ref()?;
+    canary_reason(c)?;
+    c.canary.as_ref()?.watch.as_ref()?.end
+}
+
 fn last_change(c: &ChangeRecord) -> Option<DateTime<Utc>> {
     c.applied_at.or(Some(c.started_at))
 }
 
-/// The next maintenance window, else the end of the block, RFC 3339.
+/// The end of a running canary watch, else the next maintenance window, else the end of
+/// the block, RFC 3339.
 fn next(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Option<String> {
     let block = input.decision.and_then(|d| match &d.outcome {
         Outcome::Block(b) => b.next_window.or(b.until),
         _ => None,
     });
-    block
+    canary_end(s)
+        .or(block)
         .or(s.next_window)
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
 }

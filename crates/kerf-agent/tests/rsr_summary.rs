@@ -13,8 +13,8 @@ use kerf_agent::intent;
 use kerf_agent::status::{self, Invalid, StatusInput};
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{
-    ChangeProgress, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus,
-    RollbackRecord,
+    CanaryRecord, CanaryStage, ChangeProgress, ChangeRecord, ChangeState, Phase,
+    RightsizingRecommendationStatus, RollbackRecord, WatchStatus,
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceValues};
@@ -148,6 +148,60 @@ fn a_later_pass_with_nothing_to_do_keeps_the_reason_of_applied() {
     };
     let s = build(&mut f, &policy(), &prev);
     assert_eq!(cells(&s).2, "ApprovedOnce");
+}
+
+#[test]
+fn a_running_canary_shows_in_reason_and_its_end_in_next() {
+    let mut f = checkout();
+    let mut change = in_place_change(ChangeState::Applying);
+    change.applied_at = None;
+    change.progress = Some(ChangeProgress {
+        pods_accepted: 1,
+        pods_total: 3,
+    });
+    let end = now() + Duration::minutes(10);
+    change.canary = Some(CanaryRecord {
+        pods: vec!["checkout-1".into()],
+        stage: CanaryStage::Resizing,
+        watch: None,
+    });
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change.clone()),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(s.phase, Some(Phase::Applying));
+    assert_eq!(cells(&s).2, "CanaryResizing");
+
+    change.canary = Some(CanaryRecord {
+        pods: vec!["checkout-1".into()],
+        stage: CanaryStage::Watching,
+        watch: Some(WatchStatus {
+            start: now(),
+            end: Some(end),
+            baselines: Default::default(),
+            aggregated: None,
+        }),
+    });
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change.clone()),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(cells(&s).2, "CanaryWatching");
+    let sum = s.summary.clone().unwrap_or_default();
+    assert_eq!(sum.next.as_deref(), Some("2026-06-03T12:10:00Z"));
+
+    // Once the canary passed the change reads as any other.
+    if let Some(k) = change.canary.as_mut() {
+        k.stage = CanaryStage::Passed;
+    }
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    assert_eq!(cells(&s).2, "RecommendationApplied");
 }
 
 #[test]

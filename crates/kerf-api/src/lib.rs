@@ -17,8 +17,8 @@ pub use condition::{Condition, ConditionStatus};
 pub use duration::{GoDuration, UnitDecimal};
 pub use event::{Event, EventError, EventType, EventWorkload};
 pub use policy::{
-    ApplySettings, Guardrails, HpaSettings, Mode, RecommendationSettings, RightsizingPolicy,
-    RightsizingPolicySpec, RollbackSettings, Strategy, Window, WorkloadKind,
+    ApplySettings, Canary, CanaryPods, Guardrails, HpaSettings, Mode, RecommendationSettings,
+    RightsizingPolicy, RightsizingPolicySpec, RollbackSettings, Strategy, Window, WorkloadKind,
 };
 pub use quantity::{Quantity, Resource, ResourceRequirements, ResourceValues};
 pub use rsr::{

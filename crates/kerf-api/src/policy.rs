@@ -376,6 +376,64 @@ pub struct ApplySettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub freeze_windows: Option<Vec<Window>>,
+    /// Resize a few pods first and watch them before the rest (in-place changes only).
+    /// Default none: every pod is resized at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<Canary>,
+}
+
+/// The canary of an in-place change: `pods` are resized first and watched for `duration`
+/// with the health watch's thresholds; only then are the other pods resized. A breach
+/// restores the canary pods alone. Rollout changes are not affected (a Deployment's
+/// `maxSurge` and `maxUnavailable` already pace them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.pods) || string(self.pods).matches('^([1-9][0-9]{0,5}|([1-9][0-9]?|100)%)$')",
+        "message": "canary pods must be a number of pods of at least 1 or a percentage from 1% to 100%"
+    },
+    {
+        "rule": "duration(self.duration) > duration('0s')",
+        "message": "canary duration must be a positive duration such as 10m"
+    }
+]))]
+pub struct Canary {
+    /// How many pods the canary resizes first: a number (at least 1) or a percentage of the
+    /// targeted pods (`"25%"`, rounded up); a quoted number (`"3"`) is that many pods.
+    /// Default 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods: Option<CanaryPods>,
+    /// How long the canary pods are watched before the rest are resized (Go duration).
+    pub duration: GoDuration,
+}
+
+/// A number of pods or a percentage (`"25%"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CanaryPods {
+    /// A number of pods.
+    Count(i64),
+    /// Text: a percentage of the targeted pods (`"N%"`), or a quoted number of pods.
+    Text(String),
+}
+
+impl JsonSchema for CanaryPods {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CanaryPods".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // No `anyOf` branches (see `Quantity`): the CEL rule on `Canary` checks both forms.
+        schemars::json_schema!({
+            "x-kubernetes-int-or-string": true,
+            "maxLength": 6,
+        })
+    }
 }
 
 /// A window: recurring (`schedule` + `duration`, optional `timeZone`) or one-off

@@ -360,6 +360,49 @@ pub struct ChangeRecord {
     /// Progress of an in-place change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ChangeProgress>,
+    /// The canary of an in-place change: its pods and where it stands. Recorded before the
+    /// first canary resize, so a restarted agent continues the same canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryRecord>,
+}
+
+/// Where the canary of an in-place change stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CanaryStage {
+    /// The canary pods are being resized.
+    Resizing,
+    /// The canary pods run the new values and are watched until `watch.end`.
+    Watching,
+    /// The canary passed: the other pods are resized.
+    Passed,
+    /// A breach during the canary restored the canary pods.
+    RolledBack,
+}
+
+impl CanaryStage {
+    /// The stage as status and `kubectl get` show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CanaryStage::Resizing => "Resizing",
+            CanaryStage::Watching => "Watching",
+            CanaryStage::Passed => "Passed",
+            CanaryStage::RolledBack => "RolledBack",
+        }
+    }
+}
+
+/// The canary of an in-place change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryRecord {
+    /// The pods resized first.
+    #[schemars(length(max = 256))]
+    pub pods: Vec<String>,
+    /// Where the canary stands.
+    pub stage: CanaryStage,
+    /// The watch of the canary pods: it starts once every canary pod runs the new values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchStatus>,
 }
 
 /// Live values of one container (in-place changes only).

@@ -370,6 +370,11 @@ pub const DETAIL_PAUSE_SCOPE: &str = "pauseScope";
 pub const DETAIL_FALLBACK_REASON: &str = "fallbackReason";
 /// The pod whose eviction was refused (blocked PodDisruptionBudget).
 pub const DETAIL_POD: &str = "pod";
+/// `"true"` on the `rolled_back` of a breach during a canary (only the canary pods were
+/// restored).
+pub const DETAIL_CANARY: &str = "canary";
+/// The canary pods a canary rollback restored, comma-separated (rolled_back).
+pub const DETAIL_PODS: &str = "pods";
 /// Every well-known `details` key.
 pub const DETAIL_KEYS: &[&str] = &[
     DETAIL_OOM_KILLS,
@@ -389,4 +394,6 @@ pub const DETAIL_KEYS: &[&str] = &[
     DETAIL_PAUSE_SCOPE,
     DETAIL_FALLBACK_REASON,
     DETAIL_POD,
+    DETAIL_CANARY,
+    DETAIL_PODS,
 ];

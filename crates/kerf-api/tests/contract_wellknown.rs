@@ -134,6 +134,8 @@ fn ev_61_well_known_detail_keys_are_spelled_as_the_contract() {
         "pauseScope",
         "fallbackReason",
         "pod",
+        "canary",
+        "pods",
     ];
     assert_eq!(DETAIL_KEYS, expected);
 }

@@ -96,6 +96,39 @@ fn cases() -> Vec<Case> {
             ],
             bad: vec![json!({"minTargetUtilization": 90, "maxTargetUtilization": 50})],
         },
+        Case {
+            rule_starts_with: "!has(self.pods) || string(self.pods)",
+            good: vec![
+                json!({"pods": 1, "duration": "10m"}),
+                json!({"pods": 3, "duration": "10m"}),
+                json!({"pods": "1%", "duration": "10m"}),
+                json!({"pods": "25%", "duration": "10m"}),
+                json!({"pods": "100%", "duration": "10m"}),
+                json!({"pods": "3", "duration": "10m"}),
+                json!({"duration": "10m"}),
+            ],
+            bad: vec![
+                json!({"pods": 0, "duration": "10m"}),
+                json!({"pods": -2, "duration": "10m"}),
+                json!({"pods": "0%", "duration": "10m"}),
+                json!({"pods": "101%", "duration": "10m"}),
+                json!({"pods": "0", "duration": "10m"}),
+                json!({"pods": "25 %", "duration": "10m"}),
+                json!({"pods": "half", "duration": "10m"}),
+            ],
+        },
+        Case {
+            rule_starts_with: "duration(self.duration) > duration('0s')",
+            good: vec![
+                json!({"pods": 1, "duration": "10m"}),
+                json!({"pods": 1, "duration": "1h30m"}),
+                json!({"pods": 1, "duration": "90s"}),
+            ],
+            bad: vec![
+                json!({"pods": 1, "duration": "0s"}),
+                json!({"pods": 1, "duration": "0m"}),
+            ],
+        },
     ]
 }
 
@@ -109,6 +142,7 @@ fn policy_with(path: &str, fragment: &Value) -> Value {
             json!({"apply": {"freezeWindows": [fragment]}})
         }
         "RightsizingPolicy.spec.hpa" => json!({"hpa": fragment}),
+        "RightsizingPolicy.spec.apply.canary" => json!({"apply": {"canary": fragment}}),
         other => json!({"unplaced": other}),
     };
     json!({

@@ -225,6 +225,8 @@ pub struct EffectivePolicy {
     pub maintenance_windows: Sourced<WindowList>,
     /// Freeze windows, each validated once.
     pub freeze_windows: Sourced<WindowList>,
+    /// The canary of in-place changes (`apply.canary`); `None` resizes every pod at once.
+    pub canary: Sourced<Option<crate::canary::CanaryPolicy>>,
     /// HPA coordination on or off.
     pub hpa_coordination: Sourced<bool>,
     /// Lowest coordinated HPA target, percent.
@@ -262,6 +264,7 @@ impl EffectivePolicy {
             min_window_remaining: Sourced::builtin(chrono::Duration::minutes(30)),
             maintenance_windows: Sourced::builtin(WindowList::default()),
             freeze_windows: Sourced::builtin(WindowList::default()),
+            canary: Sourced::builtin(None),
             hpa_coordination: Sourced::builtin(true),
             hpa_min_target: Sourced::builtin(50),
             hpa_max_target: Sourced::builtin(90),
@@ -306,6 +309,12 @@ impl EffectivePolicy {
                 "limits": rec.limits.as_ref().map(|v| v.value),
             },
         });
+        let mut values = values;
+        if let Some(c) = &self.canary.value {
+            // Only when set, so the hash of a policy without a canary stays as it was.
+            values["canary"] =
+                serde_json::json!([format!("{:?}", c.size), format_go_duration(c.duration)]);
+        }
         hex::encode(Sha256::digest(values.to_string().as_bytes()))
     }
 

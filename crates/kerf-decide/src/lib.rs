@@ -1,5 +1,6 @@
 //! The pure decision core of the Kerf agent.
 
+pub mod canary;
 pub mod dedup;
 pub mod duration;
 pub mod effective;

@@ -225,7 +225,8 @@ fn step_if_due(
     let state = f.status.change.as_ref().map(|c| c.state);
     match kind {
         StepKind::Withdrawn => f.withdrawn.then_some(Step::Withdrawn),
-        StepKind::Resume => in_flight(f.status).then(|| Step::Resume {
+        // A breach of an in-flight change is a breach of its canary: the rollback goes first.
+        StepKind::Resume => (in_flight(f.status) && f.breach.is_none()).then(|| Step::Resume {
             may_start: !frozen(f.facts, policy, now),
         }),
         StepKind::ResumeRollback => {
@@ -385,6 +386,18 @@ pub fn rolling(w: &WorkloadState) -> bool {
     }
 }
 
+/// Whether the watch of the canary of an in-flight change is evaluated: the canary pods
+/// run the new values and the canary has not passed (its last evaluation, at the end,
+/// passes it).
+pub fn canary_watch_due(s: &RightsizingRecommendationStatus) -> bool {
+    s.change.as_ref().is_some_and(|c| {
+        c.state == ChangeState::Applying
+            && c.canary.as_ref().is_some_and(|k| {
+                k.stage == kerf_api::rsr::CanaryStage::Watching && k.watch.is_some()
+            })
+    })
+}
+
 /// Whether the health watch is evaluated at `now`: it runs (no end yet, or before it), or
 /// it has ended and HealthWatch does not say so yet (one last evaluation reports Healthy,
 /// RB-19). A watch that ended and was reported is not evaluated again.
@@ -427,8 +440,15 @@ pub fn wake_times(
                 .map(|t| t.max(now)),
         );
     }
-    if let Some(end) = s.watch.as_ref().and_then(|w| w.end).filter(|e| *e > now) {
-        out.push(end);
+    let canary_end = s
+        .change
+        .as_ref()
+        .and_then(|c| c.canary.as_ref())
+        .and_then(|c| c.watch.as_ref());
+    for w in [s.watch.as_ref(), canary_end].into_iter().flatten() {
+        if let Some(end) = w.end.filter(|e| *e > now) {
+            out.push(end);
+        }
     }
     if let Some(c) = s
         .change

@@ -198,3 +198,38 @@ fn ap_39_a_bad_freeze_time_zone_from_the_hub_is_named_and_the_window_is_open() {
     let d = decide(&fixture::facts(), &ep, fixture::now());
     assert_eq!(d.reason(), wk::REASON_FREEZE_WINDOW);
 }
+
+// A canary past the CRD schema never holds back less than a good one would.
+#[test]
+fn a_bad_canary_counts_as_one_pod_watched_for_the_watch_duration() {
+    use kerf_decide::canary::{CanaryPolicy, CanarySize};
+    let ep = effective(
+        Layer::Policy,
+        "apply: {canary: {pods: \"0%\", duration: \"soon\"}}",
+    );
+    let fields = problem_fields(&ep);
+    assert!(
+        fields.contains(&("apply.canary.pods", Layer::Policy, "0%")),
+        "{fields:?}"
+    );
+    assert!(
+        fields.contains(&("apply.canary.duration", Layer::Policy, "soon")),
+        "{fields:?}"
+    );
+    assert_eq!(
+        ep.canary.value,
+        Some(CanaryPolicy {
+            size: CanarySize::Pods(1),
+            duration: ep.watch_duration.value,
+        })
+    );
+    let good = effective(
+        Layer::Policy,
+        "apply: {canary: {pods: \"25%\", duration: 2m}}",
+    );
+    assert!(good.problems.is_empty(), "{:?}", good.problems);
+    assert_eq!(
+        good.canary.value.map(|c| c.size),
+        Some(CanarySize::Percent(25))
+    );
+}

@@ -64,6 +64,7 @@ fn change() -> ChangeRecord {
         event_ids: EventIds::default(),
         pending_events: Vec::new(),
         progress: None,
+        canary: None,
     }
 }
 

@@ -17,9 +17,9 @@ use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
 use kerf_decide::facts::Facts;
 use kerf_decide::health::{Breach, BreachReason};
 use kerf_decide::pass::{
-    Outdated, PassFacts, SETTLE_RECHECK, Step, StepKind, WorkloadState, frozen, next_step,
-    on_delete_due, on_delete_waits_for_controller, release_due, rolling, settle_wake, wake_times,
-    watch_due,
+    Outdated, PassFacts, SETTLE_RECHECK, Step, StepKind, WorkloadState, canary_watch_due, frozen,
+    next_step, on_delete_due, on_delete_waits_for_controller, release_due, rolling, settle_wake,
+    wake_times, watch_due,
 };
 use kerf_decide::pipeline::{Outcome, ReportKind};
 
@@ -276,6 +276,41 @@ fn a_change_in_flight_starts_no_resize_under_a_freeze_or_a_pause() {
     s.facts.hub.pause = None;
     s.facts.cluster_freeze.now = true;
     assert!(frozen(&s.facts, &s.policy, now()));
+}
+
+/// An in-flight in-place change whose canary pods are watched until `end`.
+fn canary_watching(s: &mut Scene, end: DateTime<Utc>) {
+    let mut c = applied_change(Duration::seconds(1), ChangeState::Applying);
+    c.canary = Some(kerf_api::rsr::CanaryRecord {
+        pods: vec!["web-1".into()],
+        stage: kerf_api::rsr::CanaryStage::Watching,
+        watch: Some(watch(Some(end))),
+    });
+    s.status.change = Some(c);
+}
+
+// rule: RB-11, design D25 (apply.canary)
+#[test]
+fn a_breach_of_the_canary_is_rolled_back_before_the_change_goes_on() {
+    let mut s = Scene::fresh();
+    canary_watching(&mut s, now() + Duration::minutes(5));
+    assert!(canary_watch_due(&s.status));
+    assert!(matches!(s.step(), Step::Resume { may_start: true }));
+    s.breach = Some(breach());
+    assert!(matches!(s.step(), Step::RollBack(b) if b.reason == BreachReason::Restarts));
+}
+
+#[test]
+fn a_running_canary_wakes_the_workload_at_its_end() {
+    let mut s = Scene::fresh();
+    let end = now() + Duration::minutes(5);
+    canary_watching(&mut s, end);
+    let wakes = wake_times(None, &s.status, &s.policy, now());
+    assert!(wakes.contains(&end), "{wakes:?}");
+    if let Some(k) = s.status.change.as_mut().and_then(|c| c.canary.as_mut()) {
+        k.stage = kerf_api::rsr::CanaryStage::Passed;
+    }
+    assert!(!canary_watch_due(&s.status));
 }
 
 // rule: RB-28

@@ -292,6 +292,7 @@ fn build(
         min_window_remaining: m.take("apply.minWindowRemaining", remaining).map(d),
         maintenance_windows,
         freeze_windows,
+        canary: None,
     };
     let min = m.take("hpa.minTargetUtilization", hpa_min);
     let max = m.take("hpa.maxTargetUtilization", hpa_max);

@@ -195,7 +195,46 @@ impl Watcher {
         if watch.end.is_none() && change.strategy != Strategy::InPlace && input.rollout_complete {
             watch.end = Some(input.now + input.watch_duration);
         }
-        let counts = self.count(watch, &change, input);
+        self.watch_step(client, watch, &change, input).await
+    }
+
+    /// One evaluation of the canary watch of an in-flight in-place change
+    /// (`change.canary.watch`, stage Watching): the same signals and thresholds, over the
+    /// canary pods only (`input.pods`), until the canary watch's end. Updates its
+    /// baselines in `status`.
+    pub async fn step_canary(
+        &self,
+        client: &kube::Client,
+        status: &mut RightsizingRecommendationStatus,
+        input: &WatchInput<'_>,
+    ) -> HealthStep {
+        if !kerf_decide::pass::canary_watch_due(status) {
+            return HealthStep::Idle;
+        }
+        let Some(change) = status.change.as_mut() else {
+            return HealthStep::Idle;
+        };
+        let snapshot = change.clone();
+        let Some(watch) = change.canary.as_mut().and_then(|c| c.watch.as_mut()) else {
+            return HealthStep::Idle;
+        };
+        let duration = watch.end.map_or(input.watch_duration, |e| e - watch.start);
+        let input = WatchInput {
+            watch_duration: duration,
+            ..input.clone()
+        };
+        self.watch_step(client, watch, &snapshot, &input).await
+    }
+
+    /// Counts, samples and evaluates one watch (the change's or its canary's).
+    async fn watch_step(
+        &self,
+        client: &kube::Client,
+        watch: &mut kerf_api::rsr::WatchStatus,
+        change: &kerf_api::rsr::ChangeRecord,
+        input: &WatchInput<'_>,
+    ) -> HealthStep {
+        let counts = self.count(watch, change, input);
         let state = WatchState {
             start: watch.start,
             strategy: change.strategy,
@@ -207,7 +246,7 @@ impl Watcher {
         let cpu = change.resources.contains(&Resource::Cpu);
         let ended = watch.end.is_some_and(|end| input.now >= end);
         let samples = if cpu && !ended && input.now >= start + self.delay {
-            self.throttling(client, &change, start, input).await
+            self.throttling(client, change, start, input).await
         } else {
             Vec::new()
         };

@@ -155,10 +155,12 @@ impl Watcher {
         breach: &Breach,
         writer: &mut W,
     ) -> Result<RollbackOutcome, HealthError> {
+        // An in-flight change rolls back only through its canary (ctx.pods are its pods).
+        let canary = |c: &ChangeRecord| c.state == ChangeState::Applying && c.canary.is_some();
         let Some(change) = status
             .change
             .clone()
-            .filter(|c| c.state == ChangeState::Applied)
+            .filter(|c| c.state == ChangeState::Applied || canary(c))
         else {
             return Ok(RollbackOutcome::Done { events: Vec::new() });
         };

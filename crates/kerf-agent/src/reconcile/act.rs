@@ -6,11 +6,12 @@
 use kerf_api::Strategy;
 use kerf_api::event::{Event, EventType};
 use kerf_api::rsr::{
-    ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer, LiveValues,
-    RightsizingRecommendationStatus, StrategyStatus,
+    CanaryRecord, CanaryStage, ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer,
+    LiveValues, RightsizingRecommendationStatus, StrategyStatus, WatchStatus,
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceRequirements};
+use kerf_decide::canary::{self, CanaryInput, CanaryPod, CanaryStep};
 use kerf_decide::facts::Facts;
 
 use super::hpa_step;
@@ -180,6 +181,121 @@ pub async fn advance(
     Ok(out)
 }
 
+fn all_views(c: &Pass<'_>) -> Vec<PodResizeView> {
+    c.pods.iter().map(|p| view(p)).collect()
+}
+
+/// The targeted pods (running, current revision) as the canary sees them.
+fn canary_pods(views: &[PodResizeView], target: &[ContainerResources]) -> Vec<CanaryPod> {
+    views
+        .iter()
+        .filter(|v| !v.terminating && v.current_revision)
+        .map(|v| {
+            let state = inplace::pod_state(v, target);
+            CanaryPod {
+                name: v.name.clone(),
+                resized: state != inplace::PodResize::NeedsResize,
+                accepted: state.is_accepted(),
+            }
+        })
+        .collect()
+}
+
+/// The canary's next step for the change (kerf_decide::canary::next); `breached` is false
+/// here: a breach is the pass's rollback step.
+fn canary_step(
+    change: &ChangeRecord,
+    c: &Pass<'_>,
+    views: &[PodResizeView],
+    target: &[ContainerResources],
+) -> CanaryStep {
+    let pods = canary_pods(views, target);
+    canary::next(&CanaryInput {
+        policy: c.policy.canary.value,
+        record: change.canary.as_ref(),
+        pods: &pods,
+        breached: false,
+        now: c.now,
+    })
+}
+
+/// Records the canary of a change about to start, in the intent written before any resize
+/// (design D25). Called before the intent's first write; a change without a canary, or
+/// whose canary would hold nothing back, records none.
+pub fn choose_canary(s: &mut RightsizingRecommendationStatus, c: &Pass<'_>) {
+    let Some(change) = s
+        .change
+        .clone()
+        .filter(|ch| ch.strategy == Strategy::InPlace)
+    else {
+        return;
+    };
+    let target = target(&change);
+    if let CanaryStep::Choose(pods) = canary_step(&change, c, &all_views(c), &target) {
+        choose(s, pods);
+    }
+}
+
+fn choose(s: &mut RightsizingRecommendationStatus, pods: Vec<String>) {
+    if let Some(ch) = s.change.as_mut() {
+        tracing::info!(change = %ch.id, pods = ?pods, "canary: these pods are resized first");
+        ch.canary = Some(CanaryRecord {
+            pods,
+            stage: CanaryStage::Resizing,
+            watch: None,
+        });
+    }
+}
+
+/// Moves the canary to `stage`; a watch ending at `until` starts now. A canary that passed
+/// lets the other pods' `fallbackAfter` run from their own first resize.
+fn record_canary(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    stage: CanaryStage,
+    until: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    let Some(ch) = s.change.as_mut() else { return };
+    if stage == CanaryStage::Passed {
+        ch.first_resize_at = None;
+    }
+    let Some(k) = ch.canary.as_mut() else { return };
+    tracing::info!(change = %ch.id, pods = ?k.pods, stage = stage.as_str(), "canary");
+    k.stage = stage;
+    if let Some(end) = until {
+        k.watch = Some(WatchStatus {
+            start: c.now,
+            end: Some(end),
+            baselines: Default::default(),
+            aggregated: None,
+        });
+    }
+}
+
+/// `progress` over every targeted pod, while the canary holds the others back.
+fn set_progress(
+    s: &mut RightsizingRecommendationStatus,
+    views: &[PodResizeView],
+    target: &[ContainerResources],
+) {
+    let pods = canary_pods(views, target);
+    let accepted = pods.iter().filter(|p| p.accepted).count();
+    if let Some(ch) = s.change.as_mut() {
+        ch.progress = Some(ChangeProgress {
+            pods_accepted: i32::try_from(accepted).unwrap_or(i32::MAX),
+            pods_total: i32::try_from(pods.len()).unwrap_or(i32::MAX),
+        });
+    }
+}
+
+/// The views of the named pods only.
+fn only(views: Vec<PodResizeView>, names: &[String]) -> Vec<PodResizeView> {
+    views
+        .into_iter()
+        .filter(|v| names.contains(&v.name))
+        .collect()
+}
+
 async fn in_place(
     s: &mut RightsizingRecommendationStatus,
     c: &Pass<'_>,
@@ -190,9 +306,18 @@ async fn in_place(
         return Ok(());
     };
     let target = target(&change);
-    let views: Vec<PodResizeView> = c.pods.iter().map(|p| view(p)).collect();
-    let first_resize_at = change
-        .first_resize_at
+    let Some(views) = canary_views(s, c, &change, &target, out) else {
+        return Ok(());
+    };
+    let canary_running = s
+        .change
+        .as_ref()
+        .and_then(|ch| ch.canary.as_ref())
+        .is_some_and(|k| k.stage == CanaryStage::Resizing);
+    let first_resize_at = s
+        .change
+        .as_ref()
+        .and_then(|ch| ch.first_resize_at)
         .or_else(|| inplace::resumed_first_resize(&views, &target, c.now));
     if let Some(ch) = s.change.as_mut() {
         ch.first_resize_at = first_resize_at;
@@ -211,6 +336,65 @@ async fn in_place(
         now: c.now,
     };
     let outcome = resize_planned(s, c, &input).await?;
+    if canary_running
+        && matches!(
+            outcome,
+            InPlaceOutcome::Progress { .. } | InPlaceOutcome::AllAccepted
+        )
+    {
+        // The canary pods are resized; the next pass starts their watch once they run
+        // the values. Progress counts every targeted pod.
+        set_progress(s, &all_views(c), &target);
+        return Ok(());
+    }
+    carry_outcome(s, c, outcome, views.len(), out).await
+}
+
+/// The pods this pass's in-place plan covers, after the canary's next step: every pod, the
+/// canary pods only, or none (the canary recorded a step, or waits).
+fn canary_views(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    change: &ChangeRecord,
+    target: &[ContainerResources],
+    out: &mut StepResult,
+) -> Option<Vec<PodResizeView>> {
+    let all = all_views(c);
+    let views = match canary_step(change, c, &all, target) {
+        CanaryStep::All => Some(all),
+        CanaryStep::Resize(pods) => Some(only(all, &pods)),
+        CanaryStep::Pass => {
+            record_canary(s, c, CanaryStage::Passed, None);
+            Some(all)
+        }
+        CanaryStep::Choose(pods) => {
+            choose(s, pods);
+            set_progress(s, &all, target);
+            None
+        }
+        CanaryStep::Watch { until } => {
+            record_canary(s, c, CanaryStage::Watching, Some(until));
+            set_progress(s, &all, target);
+            None
+        }
+        CanaryStep::Wait { until } => {
+            out.wake_at = Some(until);
+            None
+        }
+        // A breach is the pass's rollback step, not this one.
+        CanaryStep::Restore(_) => None,
+    };
+    crate::summary::refresh_canary(s);
+    views
+}
+
+async fn carry_outcome(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    outcome: InPlaceOutcome,
+    targeted: usize,
+    out: &mut StepResult,
+) -> Result<(), ActError> {
     match outcome {
         InPlaceOutcome::Progress { accepted, total } => {
             if let Some(ch) = s.change.as_mut() {
@@ -223,7 +407,7 @@ async fn in_place(
         InPlaceOutcome::AllAccepted => {
             if let Some(ch) = s.change.as_mut() {
                 let total = ch.progress.as_ref().map_or_else(
-                    || i32::try_from(views.len()).unwrap_or(i32::MAX),
+                    || i32::try_from(targeted).unwrap_or(i32::MAX),
                     |p| p.pods_total,
                 );
                 ch.progress = Some(ChangeProgress {
@@ -310,8 +494,10 @@ fn fall_back(
     });
     let Some(ch) = s.change.as_mut() else { return };
     ch.strategy = Strategy::Rollout;
-    // Pod counts belong to in-place changes only.
+    // Pod counts and the canary belong to in-place changes only: the rollout replaces
+    // every pod, the canary's included.
     ch.progress = None;
+    ch.canary = None;
     let e = intent::fallback_event(ch, event_workload(&c.workload), reason, message, c.now);
     intent::add_pending(s, &e);
     out.events.push(e);

@@ -113,6 +113,7 @@ mod tests {
                 },
                 pending_events: vec![],
                 progress: None,
+                canary: None,
             }),
             ..Default::default()
         }

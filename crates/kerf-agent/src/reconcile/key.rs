@@ -121,6 +121,8 @@ async fn pass_step(
         // The watch may have got its end: the decision reads the status as evaluated.
         p.facts.state = super::facts::rsr_state(s, p.now);
         h
+    } else if !withdrawn && kerf_decide::pass::canary_watch_due(s) {
+        healthwatch::evaluate_canary(p, watcher, s).await
     } else {
         HealthStep::Idle
     };
@@ -272,6 +274,7 @@ async fn start(
         });
     };
     s.change = Some(intent::new_change(plan, p.now));
+    act::choose_canary(s, p);
     let invalid = status::invalid_inputs(&p.policy, Some(&decided.decision));
     *s = status::build_status(&StatusInput {
         previous: s,

@@ -80,6 +80,7 @@ pub fn applied_change(
         },
         pending_events: Vec::new(),
         progress: None,
+        canary: None,
     }
 }
 

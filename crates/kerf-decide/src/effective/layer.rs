@@ -289,6 +289,9 @@ fn apply_rollback(ep: &mut EffectivePolicy, rb: &RollbackSettings, layer: Layer)
 
 fn apply_apply(ep: &mut EffectivePolicy, a: &ApplySettings, layer: Layer) {
     use OnError::{KeepLower, Unbounded};
+    if let Some(c) = &a.canary {
+        apply_canary(ep, c, layer);
+    }
     if let Some(s) = a.strategy {
         ep.strategy = Sourced::new(s, layer);
     }
@@ -452,4 +455,20 @@ fn apply_recommendation(ep: &mut EffectivePolicy, rec: &RecommendationSettings, 
     if let Some(v) = rec.limits {
         out.limits = Some(Sourced::new(v, layer));
     }
+}
+
+/// Reads `apply.canary`; bad parts are reported and count as the narrower value (1 pod,
+/// the watchDuration of the layers so far).
+fn apply_canary(ep: &mut EffectivePolicy, c: &kerf_api::policy::Canary, layer: Layer) {
+    let (canary, problems) = crate::canary::parse(c, ep.watch_duration.value);
+    for p in problems {
+        let (field, value, counts) = match &p {
+            crate::canary::CanaryError::Pods(v) => ("apply.canary.pods", v.clone(), "1 pod"),
+            crate::canary::CanaryError::Duration(v) => {
+                ("apply.canary.duration", v.clone(), "the watchDuration")
+            }
+        };
+        ep.problem(field, layer, &value, &format!("{p}; counts as {counts}"));
+    }
+    ep.canary = Sourced::new(Some(canary), layer);
 }

@@ -205,6 +205,7 @@ pub fn applied_change(ago: Duration, state: ChangeState) -> ChangeRecord {
         event_ids: EventIds::default(),
         pending_events: Vec::new(),
         progress: None,
+        canary: None,
     }
 }
 
