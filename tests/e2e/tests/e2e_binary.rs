@@ -4,19 +4,10 @@
 
 mod e2e_support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use e2e_support::{CLUSTER, Env};
-
-/// Kills the agent process when the test ends, whatever the outcome.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use kerf_testkit::{AgentBuild, KillOnDrop, agent_binary};
 
 // portable
 // rule: EV-28
@@ -27,7 +18,7 @@ async fn the_run_command_mirrors_a_recommendation_into_an_rsr() -> anyhow::Resul
     env.policy_of("binary", "audit", "in-place").await?;
     env.recommend_web("150m", "200Mi", "0.9")?;
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
+    let mut cmd = Command::new(agent_binary(AgentBuild::FailPoints)?);
     if let Some(sim) = &env.sim {
         cmd.env("KUBECONFIG", sim.kubeconfig_path());
     }

@@ -16,16 +16,7 @@ use std::time::{Duration, Instant};
 
 use e2e_support::{CLUSTER, Env, eventually, policy_spec};
 use kerf_sim::api::outage::OutagePlan;
-
-/// Kills the agent process when the test ends, whatever the outcome.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use kerf_testkit::{AgentBuild, KillOnDrop, agent_binary, free_port};
 
 const WORKLOADS: usize = 6;
 
@@ -39,12 +30,6 @@ fn outage_length() -> anyhow::Result<Duration> {
             .map_err(|e| anyhow::anyhow!("KERF_E2E_OUTAGE_SECS={v:?}: {e}")),
         Err(_) => Ok(Duration::from_secs(15)),
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// User plus system CPU seconds of process `pid` (clock ticks of 1/100 s).
@@ -73,7 +58,7 @@ async fn readyz(port: u16) -> Option<(u16, String)> {
 /// Starts `kerf-agent run` against the sim; its stdout lines are counted.
 fn start_agent(env: &Env, metrics_port: u16, lines: Arc<AtomicU64>) -> anyhow::Result<Child> {
     let sim = env.sim.as_ref().ok_or_else(|| anyhow::anyhow!("no sim"))?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf-agent"))
+    let mut child = Command::new(agent_binary(AgentBuild::FailPoints)?)
         .env("KUBECONFIG", sim.kubeconfig_path())
         .args([
             "run",
