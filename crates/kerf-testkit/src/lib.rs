@@ -24,13 +24,15 @@ mod ca;
 mod chart;
 #[cfg(feature = "e2e")]
 pub mod e2e;
+mod fixtures;
 mod kubectl;
 mod process;
 
 pub use ca::{Leaf, TestCa};
 pub use chart::{chart_dir, helm, repo_root, template};
+pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation};
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
-pub use process::{AgentBuild, KillOnDrop, agent_binary, free_port};
+pub use process::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
 
 /// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
 pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");

@@ -2,7 +2,7 @@
 //! test ends, and a free loopback port to hand it.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 /// Kills the process when dropped (the test ended, whatever the outcome) and reaps it.
 pub struct KillOnDrop(pub Child);
@@ -12,6 +12,16 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Starts `cmd` with its stdout piped: the child, killed when dropped, and its stdout.
+pub fn spawn_with_stdout(cmd: &mut Command) -> anyhow::Result<(KillOnDrop, ChildStdout)> {
+    let mut child = cmd.stdout(Stdio::piped()).spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    Ok((KillOnDrop(child), stdout))
 }
 
 /// A loopback port free at the time of the call.
@@ -61,4 +71,21 @@ pub fn agent_binary(build: AgentBuild) -> anyhow::Result<PathBuf> {
     let status = cmd.status()?;
     anyhow::ensure!(status.success(), "building kerf-agent failed: {status}");
     Ok(profile_dir.join("kerf-agent"))
+}
+
+/// `kerf-agent run` of the binary `bin` as tests start it: cluster `cluster`, namespace
+/// `kerf-system`, the hub at `hub_url` polled every `poll`, leader election off, the
+/// webhook on a free loopback port. The caller adds the rest.
+pub fn agent_run(bin: &Path, cluster: &str, hub_url: &str, poll: &str) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "run",
+        "--cluster-name",
+        cluster,
+        "--namespace",
+        "kerf-system",
+    ])
+    .args(["--hub-url", hub_url, "--hub-poll-interval", poll])
+    .args(["--leader-election=false", "--webhook-addr", "127.0.0.1:0"]);
+    cmd
 }

@@ -304,17 +304,12 @@ fn policy(ns: &str, mode: &str, strategy: &str) -> Value {
 }
 
 fn recommendation(ns: &str, kind: &str, name: &str) -> anyhow::Result<Recommendation> {
-    Ok(serde_json::from_value(json!({
-        "workload": {"namespace": ns, "kind": kind, "name": name},
-        "recommendationID": format!("rec-{ns}-{name}"),
-        "generatedAt": chrono::Utc::now(),
-        "confidence": "0.9",
-        "dataCoverage": {"covered": "336h", "window": "336h"},
-        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-            "headroomPercent": 15, "limits": "Keep"},
-        "containers": [{"name": "app", "requests": {"cpu": "150m", "memory": "200Mi"},
-            "confidence": "0.9"}],
-    }))?)
+    kerf_testkit::hub_recommendation(
+        [ns, kind, name],
+        &format!("rec-{ns}-{name}"),
+        ["150m", "200Mi"],
+        "0.9",
+    )
 }
 
 /// Waits until rsr `ns/name` satisfies `pred`.
