@@ -32,7 +32,7 @@ WATCH_DELAY_TESTS := e2e_apply e2e_blocks e2e_strategies e2e_rollback e2e_in_fli
 
 ## test-watch-delay: the change-carrying e2e scenarios on a kerf-sim that delivers watches late
 test-watch-delay:
-	KERF_E2E_WATCH_DELAY=$(WATCH_DELAY) $(CARGO) test -p kerf-agent $(addprefix --test ,$(WATCH_DELAY_TESTS))
+	KERF_E2E_WATCH_DELAY=$(WATCH_DELAY) $(CARGO) test -p kerf-e2e $(addprefix --test ,$(WATCH_DELAY_TESTS))
 
 ## lint: formatting, clippy with warnings as errors, CRD drift
 lint: fmt-check clippy crds-check

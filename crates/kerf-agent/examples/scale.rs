@@ -13,12 +13,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kerf_api::RightsizingRecommendation;
 use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
+use kerf_testkit::{
+    AgentBuild, App, KillOnDrop, agent_binary, agent_run, deployment_json, free_port,
+};
 use kube::Api;
 use kube::api::ListParams;
 use serde_json::{Value, json};
@@ -73,12 +76,12 @@ fn namespace(d: usize) -> String {
 }
 
 fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
-                {"name": "app", "image": IMAGE,
-                 "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}})
+    let app = App {
+        image: IMAGE,
+        requests: ["200m", "256Mi"],
+        limits: None,
+    };
+    deployment_json(ns, name, replicas, app)
 }
 
 /// Writes Deployment `d` into the store; the sim's controllers make its ReplicaSet and
@@ -137,18 +140,12 @@ fn recommendations(args: &Args) -> anyhow::Result<Vec<kerf_api::hub::Recommendat
             } else {
                 ("200m", "256Mi")
             };
-            Ok(serde_json::from_value(json!({
-                "workload": {"namespace": namespace(d), "kind": "Deployment",
-                    "name": format!("app-{d}")},
-                "recommendationID": format!("rec-{d}-{cpu}"),
-                "generatedAt": chrono::Utc::now(),
-                "confidence": "0.9",
-                "dataCoverage": {"covered": "336h", "window": "336h"},
-                "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-                    "headroomPercent": 15, "limits": "Keep"},
-                "containers": [{"name": "app", "requests": {"cpu": cpu, "memory": mem},
-                    "confidence": "0.9"}],
-            }))?)
+            kerf_testkit::hub_recommendation(
+                [&namespace(d), "Deployment", &format!("app-{d}")],
+                &format!("rec-{d}-{cpu}"),
+                [cpu, mem],
+                "0.9",
+            )
         })
         .collect()
 }
@@ -182,57 +179,26 @@ async fn apply_cluster_objects(client: &kube::Client) -> anyhow::Result<()> {
     anyhow::bail!("cannot create the RightsizingPolicy")
 }
 
-/// The `kerf-agent` binary next to this example's directory (`target/release/`).
-fn agent_binary() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
-    let bin = dir.join("kerf-agent");
-    if !bin.exists() {
-        anyhow::bail!(
-            "{} is missing: run `cargo build --release -p kerf-agent` first",
-            bin.display()
-        );
-    }
-    Ok(bin)
-}
-
 struct Agent {
-    child: Child,
+    child: KillOnDrop,
     port: u16,
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_agent(sim: &Sim, hub: &str, extra: &[String]) -> anyhow::Result<Agent> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new(agent_binary()?)
+    let port = free_port()?;
+    let bin = agent_binary(AgentBuild::Plain)?;
+    let child = agent_run(&bin, CLUSTER, hub, "10s")
         .env("KUBECONFIG", sim.kubeconfig_path())
-        .args([
-            "run",
-            "--cluster-name",
-            CLUSTER,
-            "--namespace",
-            "kerf-system",
-        ])
-        .args(["--hub-url", hub, "--hub-poll-interval", "10s"])
-        .args(["--leader-election=false", "--webhook-addr", "127.0.0.1:0"])
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .args(["--log-filter", "warn"])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;
-    Ok(Agent { child, port })
+    Ok(Agent {
+        child: KillOnDrop(child),
+        port,
+    })
 }
 
 impl Agent {
@@ -246,7 +212,7 @@ impl Agent {
 
     /// A field of /proc/PID/status in KiB.
     fn status_kib(&self, field: &str) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.0.id()))?;
         status
             .lines()
             .find(|l| l.starts_with(field))
@@ -256,7 +222,7 @@ impl Agent {
 
     /// User plus system CPU seconds.
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.0.id()))?;
         let f: Vec<&str> = stat
             .rsplit_once(')')
             .map(|(_, r)| r.split_whitespace().collect())

@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_api::RightsizingRecommendation;
 use prometheus_client::registry::Registry;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -253,15 +253,9 @@ async fn run(
 }
 
 fn client(ca: &kerf_testkit::TestCa) -> anyhow::Result<tokio_rustls::TlsConnector> {
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca.pem().as_bytes())?)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(
+        ca.client_config()?,
+    )))
 }
 
 /// Starts the webhook and the bare server; returns their targets.

@@ -11,17 +11,17 @@ use chrono::Duration;
 use kerf_agent::event_text;
 use kerf_agent::intent;
 use kerf_agent::status::{self, Invalid, StatusInput};
+use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{
     CanaryRecord, CanaryStage, ChangeProgress, ChangeRecord, ChangeState, Phase,
     RightsizingRecommendationStatus, RollbackRecord, WatchStatus,
 };
 use kerf_api::wellknown as wk;
-use kerf_api::{Resource, ResourceValues};
 use kerf_decide::effective::{Layer, PolicyProblem};
 use kerf_decide::facts::Facts;
-use pipeline_fixture::{MI, facts, now, policy, q, recommendation, set_mode, set_strategy, values};
-use status_support::build;
+use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, set_strategy, values};
+use status_support::{audit_status, build, in_place_change};
 
 fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
     let sum = s.summary.clone().unwrap_or_default();
@@ -30,25 +30,6 @@ fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
         sum.memory.unwrap_or_default(),
         sum.reason.unwrap_or_default(),
     )
-}
-
-/// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`.
-fn in_place_change(state: ChangeState) -> ChangeRecord {
-    let mut c = pipeline_fixture::applied_change(Duration::hours(2), state);
-    c.resources = Resource::ALL.to_vec();
-    c.containers[0].from.requests = ResourceValues {
-        cpu: q("500m"),
-        memory: q("512Mi"),
-    };
-    c.containers[0].to.requests = ResourceValues {
-        cpu: q("300m"),
-        memory: q("384Mi"),
-    };
-    c.progress = Some(ChangeProgress {
-        pods_accepted: 3,
-        pods_total: 3,
-    });
-    c
 }
 
 /// The checkout template: 500m/512Mi, the hub recommending 300m/384Mi.
@@ -62,13 +43,7 @@ fn checkout() -> Facts {
 
 #[test]
 fn audit_shows_current_then_recommended_in_quantity_form() {
-    let mut f = facts();
-    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
-    f.workload.containers[0].limits = values(None, None);
-    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
-    let mut p = policy();
-    set_mode(&mut p, Mode::Audit, Mode::Audit);
-    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
+    let s = audit_status();
     assert_eq!(s.phase, Some(Phase::Skipped));
     assert_eq!(
         cells(&s),

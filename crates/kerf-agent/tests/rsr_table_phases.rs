@@ -18,15 +18,15 @@ use kerf_api::rsr::{
     Summary,
 };
 use kerf_api::wellknown as wk;
-use kerf_api::{Resource, ResourceValues, RightsizingRecommendation};
+use kerf_api::{Resource, RightsizingRecommendation};
 use kerf_decide::effective::{Layer, Sourced};
 use kerf_decide::facts::Facts;
 use kerf_testkit::{kubectl_stdout, table};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use pipeline_fixture::{MI, facts, now, policy, q, recommendation, set_mode, set_strategy, values};
+use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, set_strategy, values};
 use serde_json::json;
-use status_support::build;
+use status_support::{audit_status, build, in_place_change};
 
 const NS: &str = "payments";
 
@@ -40,25 +40,6 @@ struct Row {
     wide: [&'static str; 2],
     /// The instant LAST CHANGE counts from.
     last_change: Option<DateTime<Utc>>,
-}
-
-/// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`, live 2h ago.
-fn in_place_change(state: ChangeState) -> ChangeRecord {
-    let mut c = pipeline_fixture::applied_change(Duration::hours(2), state);
-    c.resources = Resource::ALL.to_vec();
-    c.containers[0].from.requests = ResourceValues {
-        cpu: q("500m"),
-        memory: q("512Mi"),
-    };
-    c.containers[0].to.requests = ResourceValues {
-        cpu: q("300m"),
-        memory: q("384Mi"),
-    };
-    c.progress = Some(ChangeProgress {
-        pods_accepted: 3,
-        pods_total: 3,
-    });
-    c
 }
 
 /// The status before the pass: change `c`, and the summary an earlier no-op pass would
@@ -120,15 +101,9 @@ fn pending() -> Row {
 }
 
 fn skipped() -> Row {
-    let mut f = facts();
-    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
-    f.workload.containers[0].limits = values(None, None);
-    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
-    let mut p = policy();
-    set_mode(&mut p, Mode::Audit, Mode::Audit);
     Row {
         name: "skipped",
-        status: build(&mut f, &p, &Default::default()),
+        status: audit_status(),
         cells: ["Skipped", "800m→400m", "2Gi→1536Mi", "ModeAudit"],
         wide: ["shop-default", ""],
         last_change: None,

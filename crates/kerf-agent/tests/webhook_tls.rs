@@ -12,7 +12,7 @@ use hyper_util::rt::TokioIo;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_testkit::TestCa;
 use prometheus_client::registry::Registry;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::net::{TcpListener, TcpStream};
 
 /// A test CA that signs serving certificates, and clients that trust it.
@@ -30,15 +30,9 @@ impl Ca {
     }
 
     fn client(&self) -> anyhow::Result<tokio_rustls::TlsConnector> {
-        use rustls::pki_types::pem::PemObject as _;
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_slice(self.0.pem().as_bytes())?)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+        Ok(tokio_rustls::TlsConnector::from(Arc::new(
+            self.0.client_config()?,
+        )))
     }
 }
 

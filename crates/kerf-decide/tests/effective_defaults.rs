@@ -1,21 +1,15 @@
 //! Built-in defaults of the effective policy (guardrails document, defaults table).
 
-use std::collections::BTreeMap;
+#[path = "pipeline_fixture/mod.rs"]
+mod fixture;
 
 use chrono::Duration;
-use kerf_api::policy::{Mode, Strategy, WorkloadKind};
+use kerf_api::policy::{Mode, Strategy};
 use kerf_decide::effective::{EffectivePolicy, Layer, PolicyInputs, Ratio, effective_policy};
 use kerf_decide::select::WorkloadMeta;
 
 fn workload() -> WorkloadMeta {
-    WorkloadMeta {
-        namespace: "shop".into(),
-        namespace_labels: BTreeMap::new(),
-        kind: WorkloadKind::Deployment,
-        name: "checkout".into(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-    }
+    fixture::workload_meta("shop", &[])
 }
 
 /// The effective policy with no layer set at all.

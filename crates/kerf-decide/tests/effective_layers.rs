@@ -1,27 +1,18 @@
 //! Layer order, annotations and invalid values of the effective policy.
 
-use std::collections::BTreeMap;
+#[path = "pipeline_fixture/mod.rs"]
+mod fixture;
 
 use chrono::Duration;
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{Mode, RightsizingPolicy, Strategy, WorkloadKind};
+use kerf_api::policy::{Mode, RightsizingPolicy, Strategy};
 use kerf_decide::effective::{
     EffectivePolicy, Layer, PolicyInputs, Ratio, UNBOUNDED_HOURS, effective_policy,
 };
 use kerf_decide::select::WorkloadMeta;
 
 fn workload(annotations: &[(&str, &str)]) -> WorkloadMeta {
-    WorkloadMeta {
-        namespace: "shop".into(),
-        namespace_labels: BTreeMap::new(),
-        kind: WorkloadKind::Deployment,
-        name: "checkout".into(),
-        labels: BTreeMap::new(),
-        annotations: annotations
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-    }
+    fixture::workload_meta("shop", annotations)
 }
 
 #[allow(clippy::unwrap_used)]

@@ -6,10 +6,8 @@
 #[path = "pipeline_fixture/mod.rs"]
 mod fixture;
 
-use std::collections::BTreeMap;
-
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{Mode, RecommendationSettings, RightsizingPolicy, WorkloadKind};
+use kerf_api::policy::{Mode, RecommendationSettings, RightsizingPolicy};
 use kerf_api::wellknown as wk;
 use kerf_decide::decide;
 use kerf_decide::effective::{
@@ -18,14 +16,7 @@ use kerf_decide::effective::{
 use kerf_decide::select::WorkloadMeta;
 
 fn workload() -> WorkloadMeta {
-    WorkloadMeta {
-        namespace: "payments".into(),
-        namespace_labels: BTreeMap::new(),
-        kind: WorkloadKind::Deployment,
-        name: "checkout".into(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-    }
+    fixture::workload_meta("payments", &[])
 }
 
 #[allow(clippy::unwrap_used)]

@@ -4,13 +4,12 @@
 #[path = "pipeline_fixture/mod.rs"]
 mod fixture;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use kerf_api::hub::PolicyDefaults;
 use kerf_api::policy::{
     ApplySettings, Guardrails, HpaSettings, LimitsHandling, Mode, RecommendationSettings,
     RightsizingPolicy, RightsizingPolicySpec, RollbackSettings, Strategy as ApplyStrategy, Window,
-    WorkloadKind,
 };
 use kerf_api::validate::validate_policy;
 use kerf_api::{GoDuration, Quantity, UnitDecimal};
@@ -320,14 +319,7 @@ fn build(
 }
 
 fn workload() -> WorkloadMeta {
-    WorkloadMeta {
-        namespace: "payments".into(),
-        namespace_labels: BTreeMap::new(),
-        kind: WorkloadKind::Deployment,
-        name: "checkout".into(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-    }
+    fixture::workload_meta("payments", &[])
 }
 
 /// Whether a window counts as named: validation names a field under `prefix`, or

@@ -19,6 +19,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kerf_sim::controllers::common::template_hash;
 use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
+use kerf_testkit::{BENCH_APP, deployment_json};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -67,16 +68,6 @@ fn config(pods: usize) -> SimConfig {
         node_max_pods: 1_100,
         ..SimConfig::default()
     }
-}
-
-fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
-                {"name": "app", "image": "registry.example/app:1.0",
-                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                               "limits": {"cpu": "500m", "memory": "256Mi"}}}]}}}})
 }
 
 fn namespace(ctx: &SimContext, ns: &str) -> anyhow::Result<()> {
@@ -132,8 +123,12 @@ async fn create_through_api(args: Args) -> anyhow::Result<Value> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let dep: Deployment =
-                    serde_json::from_value(deployment("bench", &format!("web-{i}"), 2))?;
+                let dep: Deployment = serde_json::from_value(deployment_json(
+                    "bench",
+                    &format!("web-{i}"),
+                    2,
+                    BENCH_APP,
+                ))?;
                 api.create(&PostParams::default(), &dep).await?;
                 Ok(())
             }
@@ -168,7 +163,7 @@ fn load(ctx: &SimContext, args: Args) -> anyhow::Result<()> {
         let ns = format!("scale-{}", d % NAMESPACES);
         let dep = ctx.store.create(
             &gvr::DEPLOYMENTS,
-            deployment(&ns, &format!("app-{d}"), args.pods),
+            deployment_json(&ns, &format!("app-{d}"), args.pods, BENCH_APP),
             "kubectl",
         )?;
         let rs = ctx.store.create(

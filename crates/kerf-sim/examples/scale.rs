@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
+use kerf_testkit::{BENCH_APP, deployment_json};
 use kube::Api;
 use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
@@ -37,16 +38,6 @@ fn status_kib(field: &str) -> anyhow::Result<u64> {
 
 fn gib(kib: u64) -> f64 {
     kib as f64 / (1024.0 * 1024.0)
-}
-
-fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
-                {"name": "app", "image": "registry.example/app:1.0",
-                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                               "limits": {"cpu": "500m", "memory": "256Mi"}}}]}}}})
 }
 
 fn replica_set(ns: &str, name: &str, dep: &Value, replicas: usize) -> Value {
@@ -87,7 +78,7 @@ fn populate(ctx: &SimContext, deployments: usize, per: usize) -> anyhow::Result<
     for d in 0..deployments {
         let ns = format!("scale-{}", d % NAMESPACES);
         let name = format!("app-{d}");
-        let dep = deployment(&ns, &name, per);
+        let dep = deployment_json(&ns, &name, per, BENCH_APP);
         let dep = ctx.store.create(&gvr::DEPLOYMENTS, dep, "kubectl")?;
         let rs_name = format!("{name}-5d8f7c9b6");
         let rs = replica_set(&ns, &rs_name, &dep, per);

@@ -2,25 +2,16 @@
 //! addresses; `fault` injects faults through the control listener.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kerf_testkit::{KillOnDrop, spawn_with_stdout};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kerf-sim");
-
-/// Stops the served cluster when the test ends, passing or failing.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts `kerf-sim serve` with `extra` flags; returns the child and its first `lines`
 /// lines of output.
@@ -28,20 +19,16 @@ fn serve(
     kubeconfig: &std::path::Path,
     extra: &[&str],
     lines: usize,
-) -> anyhow::Result<(Served, Vec<String>)> {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-    let served = Served(child);
+) -> anyhow::Result<(KillOnDrop, Vec<String>)> {
+    // The served cluster is stopped when the test ends, passing or failing.
+    let (served, stdout) = spawn_with_stdout(
+        Command::new(BIN)
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(extra)
+            .stderr(Stdio::null()),
+    )?;
     let out: Vec<String> = BufReader::new(stdout)
         .lines()
         .take(lines)

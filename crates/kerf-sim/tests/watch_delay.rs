@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kerf_sim::sim::{Sim, SimConfig};
+use kerf_testkit::spawn_with_stdout;
 use kube::api::{PostParams, WatchEvent};
 use kube::{Api, Client};
 use serde_json::json;
@@ -82,16 +83,12 @@ async fn jittered_delivery_keeps_the_order_of_changes() -> anyhow::Result<()> {
 async fn serve_takes_a_watch_delay_range() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf-sim"))
-        .args(["serve", "--watch-delay", "300ms..300ms", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let (served, stdout) = spawn_with_stdout(
+        Command::new(env!("CARGO_BIN_EXE_kerf-sim"))
+            .args(["serve", "--watch-delay", "300ms..300ms", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stderr(Stdio::null()),
+    )?;
     let mut lines = BufReader::new(stdout).lines();
     let first_line = lines.next().transpose()?;
     // Keeps reading, so that the server's later lines never meet a closed pipe.
@@ -107,8 +104,7 @@ async fn serve_takes_a_watch_delay_range() -> anyhow::Result<()> {
         watch_creates(client, &["served"]).await
     }
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(served);
     let (seen, first) = result?;
     assert_eq!(seen, ["served"]);
     assert!(

@@ -1,5 +1,7 @@
 //! A test certificate authority that signs serving certificates for 127.0.0.1.
 
+use std::sync::Arc;
+
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 
 /// A self-signed CA.
@@ -42,6 +44,19 @@ impl TestCa {
     /// The CA's private key, PEM (PKCS#8), for a CA handed to a chart or a signer.
     pub fn key_pem(&self) -> String {
         self.key.serialize_pem()
+    }
+
+    /// A TLS client configuration (rustls with ring) that trusts this CA alone.
+    pub fn client_config(&self) -> anyhow::Result<rustls::ClientConfig> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(self.pem.as_bytes())?)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth())
     }
 
     /// A serving certificate for the DNS name `dns` and the IP 127.0.0.1, with common

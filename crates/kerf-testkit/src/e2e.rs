@@ -23,6 +23,7 @@ use kerf_agent::runtime::Agent;
 use kerf_agent::settings::Settings;
 use kerf_api::hub::ClusterConfig;
 use kerf_sim::hub::{DevHub, DevHubConfig};
+use kerf_sim::kubelet::{Fault, inject};
 use kerf_sim::sim::{Sim, SimConfig};
 use kube::Client;
 
@@ -45,8 +46,8 @@ where
 pub use cleanup::{clean_up, ensure_namespace};
 pub use objects::Web;
 pub use objects::{
-    condition, is_ready, manager, metric_sample, pod_resources, policy_api, policy_spec, rsr_api,
-    template_resources,
+    condition, is_ready, manager, metric_sample, pod_names, pod_resources, policy_api, policy_spec,
+    rsr_api, template_resources,
 };
 
 /// The cluster name the agent uses at the dev hub.
@@ -193,6 +194,35 @@ impl Env {
         // Made last: from here on, dropping the Env cleans up.
         ensure_namespace(&env.client, &env.ns, true).await?;
         Ok(env)
+    }
+
+    /// OOM-kills container `app` of pod `pod` of the scenario's namespace (kerf-sim's
+    /// fault injection).
+    pub fn oom_kill(&self, pod: &str) -> anyhow::Result<()> {
+        self.fault(pod, |namespace, pod, container| Fault::OomKill {
+            namespace,
+            pod,
+            container,
+        })
+    }
+
+    /// Restarts container `app` of pod `pod` of the scenario's namespace (kerf-sim's fault
+    /// injection).
+    pub fn restart_container(&self, pod: &str) -> anyhow::Result<()> {
+        self.fault(pod, |namespace, pod, container| Fault::Restart {
+            namespace,
+            pod,
+            container,
+        })
+    }
+
+    fn fault(&self, pod: &str, make: fn(String, String, String) -> Fault) -> anyhow::Result<()> {
+        let Some(sim) = self.sim.as_ref() else {
+            anyhow::bail!("fault injection needs kerf-sim");
+        };
+        let fault = make(self.ns.clone(), pod.to_owned(), "app".to_owned());
+        inject(sim.context(), fault)?;
+        Ok(())
     }
 
     /// Whether the scenario runs on kerf-sim. A `sim` scenario returns early otherwise,

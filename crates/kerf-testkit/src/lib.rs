@@ -1,6 +1,7 @@
 //! Test set-up shared by the tests of the workspace: the simulated cluster they start by
 //! default, Kerf's CRDs applied to a cluster, a test CA for TLS servers, and [`eventually`],
-//! which polls a condition until it holds or a deadline passes. With feature `e2e`, the
+//! which polls a condition until it holds or a deadline passes; helm and the chart, the
+//! `kerf-agent` binary and guards for the processes a test starts. With feature `e2e`, the
 //! harness of the agent's end-to-end scenarios ([`e2e::Env`]).
 //!
 //! A dev-dependency only: nothing here is linked into the agent.
@@ -20,12 +21,18 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 mod ca;
+mod chart;
 #[cfg(feature = "e2e")]
 pub mod e2e;
+mod fixtures;
 mod kubectl;
+mod process;
 
 pub use ca::{Leaf, TestCa};
+pub use chart::{chart_dir, helm, repo_root, template};
+pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation};
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
+pub use process::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
 
 /// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
 pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
@@ -133,33 +133,7 @@ impl AgentProcess {
 }
 
 /// The agent binary next to the running example (`target/<profile>/kerf-agent`), built
-/// with the fail points first by `cargo build -p kerf-agent --features failpoints`.
+/// with the fail points first.
 pub fn build_beside_example() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
-    let cargo = option_env!("CARGO").unwrap_or("cargo");
-    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
-    let target_dir = profile_dir
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.args([
-        "build",
-        "-q",
-        "--manifest-path",
-        manifest,
-        "--bin",
-        "kerf-agent",
-    ])
-    .args(["--features", "failpoints", "--target-dir"])
-    .arg(target_dir);
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let status = cmd.status()?;
-    anyhow::ensure!(status.success(), "building kerf-agent failed: {status}");
-    Ok(profile_dir.join("kerf-agent"))
+    kerf_testkit::agent_binary(kerf_testkit::AgentBuild::FailPoints)
 }

@@ -1,11 +1,15 @@
 //! The status the agent builds from a real decision, for the rsr view tests.
 
+use chrono::Duration;
 use kerf_agent::status::{self, StatusInput};
-use kerf_api::rsr::RightsizingRecommendationStatus;
+use kerf_api::rsr::{ChangeProgress, ChangeRecord, ChangeState, RightsizingRecommendationStatus};
+use kerf_api::{Resource, ResourceValues};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 
-use super::pipeline_fixture::now;
+use kerf_api::policy::Mode;
+
+use super::pipeline_fixture::{self, MI, facts, now, policy, q, recommendation, set_mode, values};
 
 /// Decides on `f` (its state taken from `prev`) and builds the status as the agent does.
 pub fn build(
@@ -29,4 +33,35 @@ pub fn build(
         withdrawn: false,
         now: now(),
     })
+}
+
+/// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`, live 2h ago.
+pub fn in_place_change(state: ChangeState) -> ChangeRecord {
+    let mut c = pipeline_fixture::applied_change(Duration::hours(2), state);
+    c.resources = Resource::ALL.to_vec();
+    c.containers[0].from.requests = ResourceValues {
+        cpu: q("500m"),
+        memory: q("512Mi"),
+    };
+    c.containers[0].to.requests = ResourceValues {
+        cpu: q("300m"),
+        memory: q("384Mi"),
+    };
+    c.progress = Some(ChangeProgress {
+        pods_accepted: 3,
+        pods_total: 3,
+    });
+    c
+}
+
+/// The status of a workload in audit that requests 800m / 2Gi without limits, recommended
+/// 400m / 1536Mi.
+pub fn audit_status() -> RightsizingRecommendationStatus {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(800), Some(2048 * MI));
+    f.workload.containers[0].limits = values(None, None);
+    f.recommendation.containers = vec![recommendation("400m", "1536Mi")];
+    let mut p = policy();
+    set_mode(&mut p, Mode::Audit, Mode::Audit);
+    build(&mut f, &p, &RightsizingRecommendationStatus::default())
 }

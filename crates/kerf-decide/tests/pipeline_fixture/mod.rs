@@ -24,6 +24,7 @@ use kerf_decide::facts::{
 use kerf_decide::hpa::{HpaInput, HpaMetric};
 use kerf_decide::pipeline::{Block, Decision, Outcome, Skip};
 use kerf_decide::replicas::ReplicaInput;
+use kerf_decide::select::WorkloadMeta;
 
 pub const MI: i64 = 1 << 20;
 
@@ -296,4 +297,20 @@ pub fn to_limit(d: &Decision, container: &str, r: Resource) -> Option<String> {
 
 pub fn resize(f: &mut Facts, r: Resource, p: ResizePolicy) {
     *f.workload.containers[0].resize_policy.get_mut(r) = p;
+}
+
+/// Deployment `namespace/checkout` with `annotations`, no labels, as policy selection
+/// sees it.
+pub fn workload_meta(namespace: &str, annotations: &[(&str, &str)]) -> WorkloadMeta {
+    WorkloadMeta {
+        namespace: namespace.into(),
+        namespace_labels: BTreeMap::new(),
+        kind: WorkloadKind::Deployment,
+        name: "checkout".into(),
+        labels: BTreeMap::new(),
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event as K8sEvent, Pod};
 use kerf_api::RightsizingPolicy;
 use kerf_api::event::{Event, EventType};
 use kerf_api::hub::Recommendation;
@@ -182,17 +182,12 @@ impl Env {
         memory: &str,
         confidence: &str,
     ) -> anyhow::Result<Recommendation> {
-        Ok(serde_json::from_value(json!({
-            "workload": {"namespace": self.ns, "kind": "Deployment", "name": name},
-            "recommendationID": format!("rec-{name}-{cpu}-{memory}"),
-            "generatedAt": chrono::Utc::now(),
-            "confidence": confidence,
-            "dataCoverage": {"covered": "336h", "window": "336h"},
-            "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-                "headroomPercent": 15, "limits": "Keep"},
-            "containers": [{"name": "app", "requests": {"cpu": cpu, "memory": memory},
-                "confidence": confidence}],
-        }))?)
+        crate::hub_recommendation(
+            [&self.ns, "Deployment", name],
+            &format!("rec-{name}-{cpu}-{memory}"),
+            [cpu, memory],
+            confidence,
+        )
     }
 
     /// Asserts that every pod of `name` still requests `cpu`.
@@ -205,6 +200,27 @@ impl Env {
             );
         }
         Ok(())
+    }
+
+    /// The Kubernetes Events of the namespace with `reason`; only those whose involved
+    /// object is rsr `rsr`, when given.
+    pub async fn k8s_events(
+        &self,
+        rsr: Option<&str>,
+        reason: Option<&str>,
+    ) -> anyhow::Result<Vec<K8sEvent>> {
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &self.ns);
+        let all = api.list(&ListParams::default()).await?.items;
+        let on_rsr = |e: &K8sEvent| {
+            rsr.is_none_or(|name| {
+                e.involved_object.kind.as_deref() == Some("RightsizingRecommendation")
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+        };
+        Ok(all
+            .into_iter()
+            .filter(|e| on_rsr(e) && reason.is_none_or(|r| e.reason.as_deref() == Some(r)))
+            .collect())
     }
 
     /// The rsr `name` of the namespace as JSON, if it exists.
@@ -354,4 +370,14 @@ pub fn metric_sample(metrics: &str, series: &str) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The names of `pods`, sorted.
+pub fn pod_names(pods: &[Pod]) -> Vec<String> {
+    let mut names: Vec<_> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    names.sort();
+    names
 }

@@ -4,9 +4,8 @@
 //! the hub state ConfigMap (created, then updated); every request it made is read back from
 //! kerf-sim's request log and compared, by resource, subresource, verb (and name where the
 //! Role names one), with the ClusterRole and Role that `helm template` renders.
-//! Needs helm (see chart_support).
+//! Needs helm (see `kerf_testkit::helm`).
 
-mod chart_support;
 mod e2e_support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,13 +43,13 @@ const UNREACHED: [(&str, &str, &str); 2] = [
     // A resize answered 409 Conflict is retried after reading the pod again.
     (
         "core pods get",
-        "src/executor/resize.rs",
+        "crates/kerf-agent/src/executor/resize.rs",
         "api.get_opt(pod)",
     ),
     // An rsr whose spec does not convert: its spec is read to write Valid=False.
     (
         "kerf.getkerf.dev rightsizingrecommendations get",
-        "src/reconcile/writer.rs",
+        "crates/kerf-agent/src/reconcile/writer.rs",
         "self.api.get_opt(&self.name)",
     ),
 ];
@@ -149,9 +148,9 @@ fn calls_of(r: &AuditRecord) -> Vec<Call> {
 /// Every rule of the rendered ClusterRole (cluster-wide) and Role (in its namespace),
 /// expanded to one permission per group, resource, verb and name.
 fn rendered_perms() -> anyhow::Result<Vec<Perm>> {
-    let out = Command::new(chart_support::helm())
+    let out = Command::new(kerf_testkit::helm())
         .args(["template", "kerf-agent"])
-        .arg(chart_support::chart_dir())
+        .arg(kerf_testkit::chart_dir())
         .args(["-n", RELEASE_NS, "--set", "clusterName=prod"])
         .output()?;
     anyhow::ensure!(
@@ -305,17 +304,12 @@ fn policy(ns: &str, mode: &str, strategy: &str) -> Value {
 }
 
 fn recommendation(ns: &str, kind: &str, name: &str) -> anyhow::Result<Recommendation> {
-    Ok(serde_json::from_value(json!({
-        "workload": {"namespace": ns, "kind": kind, "name": name},
-        "recommendationID": format!("rec-{ns}-{name}"),
-        "generatedAt": chrono::Utc::now(),
-        "confidence": "0.9",
-        "dataCoverage": {"covered": "336h", "window": "336h"},
-        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-            "headroomPercent": 15, "limits": "Keep"},
-        "containers": [{"name": "app", "requests": {"cpu": "150m", "memory": "200Mi"},
-            "confidence": "0.9"}],
-    }))?)
+    kerf_testkit::hub_recommendation(
+        [ns, kind, name],
+        &format!("rec-{ns}-{name}"),
+        ["150m", "200Mi"],
+        "0.9",
+    )
 }
 
 /// Waits until rsr `ns/name` satisfies `pred`.
@@ -474,7 +468,7 @@ fn agent_calls(env: &Env) -> anyhow::Result<(BTreeSet<Call>, BTreeSet<String>)> 
 }
 
 fn pin_unreached() -> anyhow::Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = kerf_testkit::repo_root();
     for (grant, file, call) in UNREACHED {
         let text = std::fs::read_to_string(root.join(file))?;
         anyhow::ensure!(

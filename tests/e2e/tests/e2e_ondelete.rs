@@ -41,17 +41,12 @@ async fn statefulset(env: &Env, name: &str) -> anyhow::Result<()> {
 }
 
 fn recommendation(env: &Env, name: &str) -> anyhow::Result<Recommendation> {
-    Ok(serde_json::from_value(json!({
-        "workload": {"namespace": env.ns, "kind": "StatefulSet", "name": name},
-        "recommendationID": format!("rec-{name}"),
-        "generatedAt": chrono::Utc::now(),
-        "confidence": "0.9",
-        "dataCoverage": {"covered": "336h", "window": "336h"},
-        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-            "headroomPercent": 15, "limits": "Keep"},
-        "containers": [{"name": "app", "requests": {"cpu": "150m", "memory": "256Mi"},
-            "confidence": "0.9"}],
-    }))?)
+    kerf_testkit::hub_recommendation(
+        [&env.ns, "StatefulSet", name],
+        &format!("rec-{name}"),
+        ["150m", "256Mi"],
+        "0.9",
+    )
 }
 
 /// Long enough for a refused eviction: the eviction timeout and a margin.

@@ -7,13 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use e2e_support::{AgentOptions, Env, WAIT, condition, pod_resources, template_resources};
-use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_agent::clock::SystemClock;
 use kerf_agent::runtime::Agent;
 use kerf_api::event::EventType;
-use kerf_sim::kubelet::{Fault, inject};
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 
 /// A policy spec selecting `ns` in auto-patch with `strategy`, a 1s learning period,
@@ -32,24 +28,10 @@ fn policy(ns: &str, strategy: &str, cooldown: &str, rollback: Value) -> Value {
 
 /// Injects `fault` (`oom` or `restart`) into container `app` of `pod`.
 fn fault(env: &Env, kind: &str, pod: &str) -> anyhow::Result<()> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("fault injection needs kerf-sim");
-    };
-    let (namespace, pod, container) = (env.ns.clone(), pod.to_owned(), "app".to_owned());
-    let f = match kind {
-        "oom" => Fault::OomKill {
-            namespace,
-            pod,
-            container,
-        },
-        _ => Fault::Restart {
-            namespace,
-            pod,
-            container,
-        },
-    };
-    inject(sim.context(), f)?;
-    Ok(())
+    match kind {
+        "oom" => env.oom_kill(pod),
+        _ => env.restart_container(pod),
+    }
 }
 
 /// Waits until `name` is Applied and its watch took the baselines (so a fault injected now
@@ -70,16 +52,6 @@ async fn wait_rolled_back(env: &Env, name: &str) -> anyhow::Result<Value> {
         r["status"]["change"]["state"] == "RolledBack"
     })
     .await
-}
-
-/// The Kubernetes Events of the namespace with `reason`.
-async fn k8s_events(env: &Env, reason: &str) -> anyhow::Result<Vec<K8sEvent>> {
-    let api: Api<K8sEvent> = Api::namespaced(env.client.clone(), &env.ns);
-    let all = api.list(&ListParams::default()).await?.items;
-    Ok(all
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect())
 }
 
 // sim
@@ -144,7 +116,7 @@ async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> an
         "the event carries the id the intent recorded"
     );
 
-    let k8s = k8s_events(&env, "OOMKills").await?;
+    let k8s = env.k8s_events(None, Some("OOMKills")).await?;
     assert_eq!(k8s.len(), 1, "{k8s:#?}");
     assert_eq!(k8s[0].type_.as_deref(), Some("Warning"));
     env.stop_agent().await;

@@ -9,7 +9,6 @@ use e2e_support::{AgentOptions, CLUSTER, Env, WAIT, condition, pod_resources};
 use kerf_api::event::EventType;
 use kerf_api::hub::PauseScope;
 use kerf_sim::api::resize::faults::ADMIN_USER;
-use kerf_sim::kubelet::{Fault, inject};
 use serde_json::{Value, json};
 
 /// A policy selecting `ns` in auto-patch, in-place, with a 1s learning period, a long
@@ -23,22 +22,6 @@ fn policy(ns: &str) -> Value {
             "rollback": {"watchDuration": "60s"}},
         "apply": {"strategy": "in-place", "fallbackAfter": "5s", "minWindowRemaining": "1s"},
     })
-}
-
-/// OOM-kills container `app` of `pod`.
-fn oom(env: &Env, pod: &str) -> anyhow::Result<()> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("fault injection needs kerf-sim");
-    };
-    inject(
-        sim.context(),
-        Fault::OomKill {
-            namespace: env.ns.clone(),
-            pod: pod.to_owned(),
-            container: "app".to_owned(),
-        },
-    )?;
-    Ok(())
 }
 
 /// Starts the agent on `web` (2 pods at 200m/256Mi, recommended 150m/200Mi) and waits
@@ -87,7 +70,7 @@ async fn a_pause_of_automation_does_not_block_a_rollback() -> anyhow::Result<()>
     })
     .await?;
 
-    oom(&env, &pods[0])?;
+    env.oom_kill(&pods[0])?;
     let rsr = env
         .wait_rsr("web", "change RolledBack", WAIT, |r| {
             r["status"]["change"]["state"] == "RolledBack"
@@ -124,7 +107,7 @@ async fn a_refused_restore_is_retried_until_it_goes_in() -> anyhow::Result<()> {
     // RBAC now refuses pods/resize to the agent's user: the restore fails with 403.
     faults.deny_user(ADMIN_USER);
     let breached = std::time::Instant::now();
-    oom(&env, &pods[0])?;
+    env.oom_kill(&pods[0])?;
     env.wait_rsr("web", "a breach recorded", WAIT, |r| {
         r["status"]["lastRollback"]["reason"] == "OOMKills"
     })

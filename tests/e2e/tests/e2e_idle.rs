@@ -119,17 +119,14 @@ fn recommendation(
     generated_at: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<Recommendation> {
     let name = name_of(i);
-    Ok(serde_json::from_value(json!({
-        "workload": {"namespace": namespace_of(i), "kind": "Deployment", "name": name},
-        "recommendationID": format!("rec-{name}"),
-        "generatedAt": generated_at,
-        "confidence": "0.9",
-        "dataCoverage": {"covered": "336h", "window": "336h"},
-        "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-            "headroomPercent": 15, "limits": "Keep"},
-        "containers": [{"name": "app", "requests": {"cpu": CPU, "memory": MEMORY},
-            "confidence": "0.9"}],
-    }))?)
+    let mut rec = kerf_testkit::hub_recommendation(
+        [&namespace_of(i), "Deployment", &name],
+        &format!("rec-{name}"),
+        [CPU, MEMORY],
+        "0.9",
+    )?;
+    rec.generated_at = generated_at;
+    Ok(rec)
 }
 
 /// How many Deployments have their one replica available.

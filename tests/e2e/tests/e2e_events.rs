@@ -9,10 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use e2e_support::{AgentOptions, CLUSTER, Env, WAIT, eventually};
-use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_api::event::{Event, EventType};
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -42,19 +39,6 @@ async fn note_until(env: &Env, name: &str, t: EventType, seen: &mut Seen) -> any
         }
         tokio::time::sleep(e2e_support::POLL).await;
     }
-}
-
-/// The Kubernetes Events whose involved object is rsr `name`.
-async fn rsr_k8s_events(env: &Env, name: &str) -> anyhow::Result<Vec<K8sEvent>> {
-    let api: Api<K8sEvent> = Api::namespaced(env.client.clone(), &env.ns);
-    let all = api.list(&ListParams::default()).await?.items;
-    Ok(all
-        .into_iter()
-        .filter(|k| {
-            k.involved_object.kind.as_deref() == Some("RightsizingRecommendation")
-                && k.involved_object.name.as_deref() == Some(name)
-        })
-        .collect())
 }
 
 // portable
@@ -111,7 +95,7 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     }
 
     let k8s = eventually("a Kubernetes Event per hub event", WAIT, || async {
-        let k8s = rsr_k8s_events(&env, "web").await.ok()?;
+        let k8s = env.k8s_events(Some("web"), None).await.ok()?;
         (k8s.len() >= seen.len()).then_some(k8s)
     })
     .await?;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use e2e_support::{AgentOptions, Env, WAIT};
 use k8s_openapi::api::apps::v1::Deployment;
-use kerf_sim::kubelet::{Fault, inject};
 use kerf_testkit::table;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -110,22 +109,6 @@ fn events_of(env: &Env, name: &str) -> anyhow::Result<Vec<(String, String, Strin
             (s("type"), s("reason"), s("message"))
         })
         .collect())
-}
-
-/// OOM-kills container `app` of the first pod of `web`.
-fn oom(env: &Env, pod: String) -> anyhow::Result<()> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("fault injection needs kerf-sim");
-    };
-    inject(
-        sim.context(),
-        Fault::OomKill {
-            namespace: env.ns.clone(),
-            pod,
-            container: "app".to_owned(),
-        },
-    )?;
-    Ok(())
 }
 
 fn assert_default_table(env: &Env) -> anyhow::Result<()> {
@@ -264,7 +247,7 @@ async fn kubectl_shows_what_the_pods_run_and_why_in_every_phase() -> anyhow::Res
 
     // An OOM kill rolls memory back; the pods keep the new cpu.
     let pods = env.wait_ready("web", 2).await?;
-    oom(&env, pods[0].metadata.name.clone().unwrap_or_default())?;
+    env.oom_kill(pods[0].metadata.name.as_deref().unwrap_or_default())?;
     env.wait_rsr("web", "change RolledBack", WAIT, |r| {
         r["status"]["change"]["state"] == "RolledBack"
     })

@@ -4,19 +4,10 @@
 
 mod e2e_support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 
 use e2e_support::{CLUSTER, Env};
-
-/// Kills the agent process when the test ends, whatever the outcome.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use kerf_testkit::{AgentBuild, KillOnDrop, agent_binary, agent_run};
 
 // portable
 // rule: EV-28
@@ -27,21 +18,13 @@ async fn the_run_command_mirrors_a_recommendation_into_an_rsr() -> anyhow::Resul
     env.policy_of("binary", "audit", "in-place").await?;
     env.recommend_web("150m", "200Mi", "0.9")?;
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
+    let bin = agent_binary(AgentBuild::FailPoints)?;
+    let mut cmd = agent_run(&bin, CLUSTER, &env.hub.url(), "1s");
     if let Some(sim) = &env.sim {
         cmd.env("KUBECONFIG", sim.kubeconfig_path());
     }
     let child = cmd
-        .args([
-            "run",
-            "--cluster-name",
-            CLUSTER,
-            "--namespace",
-            "kerf-system",
-        ])
-        .args(["--hub-url", &env.hub.url(), "--hub-poll-interval", "1s"])
-        .args(["--leader-election=false", "--metrics-addr", "127.0.0.1:0"])
-        .args(["--webhook-addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;

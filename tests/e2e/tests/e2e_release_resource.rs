@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, WAIT, condition, manager, pod_resources, policy_spec,
+    AgentOptions, CLUSTER, Env, WAIT, condition, manager, pod_names, pod_resources, policy_spec,
     template_resources,
 };
 use kerf_api::Resource;
@@ -291,12 +291,7 @@ async fn under_in_place_leaving_auto_patch_clears_live_and_leaves_the_pods_alone
 
     // The running pods were left alone: the same pods, still at the change's values.
     let pods = env.wait_ready("web", 2).await?;
-    let names = |ps: &[k8s_openapi::api::core::v1::Pod]| {
-        let mut n: Vec<_> = ps.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        n.sort();
-        n
-    };
-    assert_eq!(names(&pods), names(&before));
+    assert_eq!(pod_names(&pods), pod_names(&before));
     for p in &pods {
         assert_eq!(
             pod_resources(p)["requests"],

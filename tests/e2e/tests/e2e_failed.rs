@@ -8,27 +8,12 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, WAIT, pod_resources, policy_spec, template_resources};
-use k8s_openapi::api::core::v1::Event as K8sEvent;
+use e2e_support::{
+    AgentOptions, Env, WAIT, pod_names, pod_resources, policy_spec, template_resources,
+};
 use kerf_api::event::EventType;
 use kerf_sim::api::resize::faults::ADMIN_USER;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
-
-/// The Kubernetes Events on rsr `name` with `reason`.
-async fn rsr_events(env: &Env, name: &str, reason: &str) -> anyhow::Result<Vec<K8sEvent>> {
-    let api: Api<K8sEvent> = Api::namespaced(env.client.clone(), &env.ns);
-    let all = api.list(&ListParams::default()).await?.items;
-    Ok(all
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("RightsizingRecommendation")
-                && e.involved_object.name.as_deref() == Some(name)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .collect())
-}
 
 // sim
 // rule: EV-08, EV-13, EV-47, EV-51, design D17
@@ -74,7 +59,10 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     assert_ne!(st["change"]["state"], "Applied", "{st}");
     // A Warning Kubernetes Event on the rsr (EV-08).
     let k8s = e2e_support::eventually("the ResizeError Kubernetes Event", WAIT, || async {
-        let found = rsr_events(&env, "web", "ResizeError").await.ok()?;
+        let found = env
+            .k8s_events(Some("web"), Some("ResizeError"))
+            .await
+            .ok()?;
         (!found.is_empty()).then_some(found)
     })
     .await?;
@@ -158,12 +146,7 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
         applied[0].id.to_string()
     );
     let pods = env.wait_ready("web", 2).await?;
-    let names = |ps: &[k8s_openapi::api::core::v1::Pod]| {
-        let mut n: Vec<_> = ps.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        n.sort();
-        n
-    };
-    assert_eq!(names(&pods), names(&before));
+    assert_eq!(pod_names(&pods), pod_names(&before));
     for p in &pods {
         assert_eq!(pod_resources(p)["requests"]["cpu"], "300m");
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, condition, manager, pod_resources, template_resources,
+    AgentOptions, CLUSTER, Env, condition, manager, pod_names, pod_resources, template_resources,
 };
 use kerf_api::event::{EventType, EventWorkload};
 use kerf_api::hub::{Approval, ClusterConfig, ClusterFlags, PauseScope};
@@ -333,12 +333,11 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
         Some(APPROVER)
     );
     let pods = env.wait_ready("web", 2).await?;
-    let names = |ps: &[k8s_openapi::api::core::v1::Pod]| {
-        let mut n: Vec<_> = ps.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        n.sort();
-        n
-    };
-    assert_eq!(names(&pods), names(&before), "in-place keeps the pods");
+    assert_eq!(
+        pod_names(&pods),
+        pod_names(&before),
+        "in-place keeps the pods"
+    );
     for p in &pods {
         assert_eq!(
             pod_resources(p)["requests"],

@@ -9,23 +9,14 @@
 mod e2e_support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e_support::{CLUSTER, Env, eventually, policy_spec};
 use kerf_sim::api::outage::OutagePlan;
-
-/// Kills the agent process when the test ends, whatever the outcome.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use kerf_testkit::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
 
 const WORKLOADS: usize = 6;
 
@@ -39,12 +30,6 @@ fn outage_length() -> anyhow::Result<Duration> {
             .map_err(|e| anyhow::anyhow!("KERF_E2E_OUTAGE_SECS={v:?}: {e}")),
         Err(_) => Ok(Duration::from_secs(15)),
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// User plus system CPU seconds of process `pid` (clock ticks of 1/100 s).
@@ -71,29 +56,17 @@ async fn readyz(port: u16) -> Option<(u16, String)> {
 }
 
 /// Starts `kerf-agent run` against the sim; its stdout lines are counted.
-fn start_agent(env: &Env, metrics_port: u16, lines: Arc<AtomicU64>) -> anyhow::Result<Child> {
+fn start_agent(env: &Env, metrics_port: u16, lines: Arc<AtomicU64>) -> anyhow::Result<KillOnDrop> {
     let sim = env.sim.as_ref().ok_or_else(|| anyhow::anyhow!("no sim"))?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kerf-agent"))
-        .env("KUBECONFIG", sim.kubeconfig_path())
-        .args([
-            "run",
-            "--cluster-name",
-            CLUSTER,
-            "--namespace",
-            "kerf-system",
-        ])
-        .args(["--hub-url", &env.hub.url(), "--hub-poll-interval", "1s"])
-        .args(["--leader-election=false", "--webhook-addr", "127.0.0.1:0"])
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .args(["--max-writes-per-second", "1", "--write-burst", "1"])
-        .args(["--log-format", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let out = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let bin = agent_binary(AgentBuild::FailPoints)?;
+    let (child, out) = spawn_with_stdout(
+        agent_run(&bin, CLUSTER, &env.hub.url(), "1s")
+            .env("KUBECONFIG", sim.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--max-writes-per-second", "1", "--write-burst", "1"])
+            .args(["--log-format", "json"])
+            .stderr(Stdio::inherit()),
+    )?;
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
@@ -131,7 +104,7 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
     set_up(&env).await?;
     let port = free_port()?;
     let lines = Arc::new(AtomicU64::new(0));
-    let mut agent = KillOnDrop(start_agent(&env, port, lines.clone())?);
+    let mut agent = start_agent(&env, port, lines.clone())?;
     let pid = agent.0.id();
     eventually("agent ready", Duration::from_secs(60), || async {
         readyz(port).await.filter(|(c, _)| *c == 200)

@@ -11,7 +11,6 @@ use std::time::Duration;
 use e2e_support::{AgentOptions, Env, WAIT, manager, pod_resources, template_resources};
 use kerf_api::Resource;
 use kerf_api::event::EventType;
-use kerf_sim::kubelet::{Fault, inject};
 use serde_json::{Value, json};
 
 /// auto-patch with `strategy`, a 2s cooldown and a 30s watch.
@@ -28,20 +27,8 @@ fn policy(ns: &str, strategy: &str) -> Value {
 
 /// OOM-kills container `app` of the first pod of `web`.
 async fn oom(env: &Env) -> anyhow::Result<()> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("fault injection needs kerf-sim");
-    };
     let pods = env.wait_ready("web", 2).await?;
-    let pod = pods[0].metadata.name.clone().unwrap_or_default();
-    inject(
-        sim.context(),
-        Fault::OomKill {
-            namespace: env.ns.clone(),
-            pod,
-            container: "app".to_owned(),
-        },
-    )?;
-    Ok(())
+    env.oom_kill(pods[0].metadata.name.as_deref().unwrap_or_default())
 }
 
 /// Applies 150m/200Mi to `web` (200m/256Mi) with `strategy`, OOM-kills a pod once the
