@@ -14,8 +14,8 @@ use kerf_agent::status::{self, Invalid, StatusInput};
 use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{
-    CanaryRecord, CanaryStage, ChangeProgress, ChangeRecord, ChangeState, Phase,
-    RightsizingRecommendationStatus, RollbackRecord, WatchStatus,
+    CanaryRecord, CanaryStage, ChangeProgress, ChangeState, Phase, RightsizingRecommendationStatus,
+    RollbackRecord, WatchStatus,
 };
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{Layer, PolicyProblem};
