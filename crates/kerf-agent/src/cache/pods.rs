@@ -321,18 +321,20 @@ pub struct PodIndex {
 }
 
 impl PodIndex {
-    /// Adds or replaces a pod.
+    /// Adds or replaces a pod. An update that changes none of the fields kept (a status
+    /// heartbeat, a new resourceVersion alone) is stored without a change notification:
+    /// nothing a pass reads moved.
     pub fn upsert(&mut self, pod: PodInfo, changes: &mut ChangeSet) {
         let key = (pod.namespace.clone(), pod.name.clone());
-        if let Some(old) = self.pods.get(&key).cloned() {
+        if let Some(old) = self.pods.get_mut(&key) {
+            if same_but_version(old, &pod) {
+                *old = Arc::new(pod);
+                return;
+            }
+            let old = old.clone();
             self.unlink(&old, changes);
         }
-        if let Some(o) = &pod.owner {
-            self.by_owner
-                .entry((pod.namespace.clone(), o.kind.clone(), o.name.clone()))
-                .or_default()
-                .insert(pod.name.clone());
-        }
+        self.link(&pod);
         note(&pod, changes);
         self.pods.insert(key, Arc::new(pod));
     }
@@ -344,14 +346,35 @@ impl PodIndex {
         }
     }
 
-    /// Replaces every pod (after a relist).
+    /// Replaces every pod (after a relist); only the workloads of pods that came, went or
+    /// changed are notified.
     pub fn replace(&mut self, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
-        for old in std::mem::take(&mut self.pods).into_values() {
-            note(&old, changes);
-        }
+        let mut old = std::mem::take(&mut self.pods);
         self.by_owner.clear();
         for p in pods {
-            self.upsert(p, changes);
+            let key = (p.namespace.clone(), p.name.clone());
+            match old.remove(&key) {
+                Some(before) if same_but_version(&before, &p) => {}
+                Some(before) => {
+                    note(&before, changes);
+                    note(&p, changes);
+                }
+                None => note(&p, changes),
+            }
+            self.link(&p);
+            self.pods.insert(key, Arc::new(p));
+        }
+        for gone in old.into_values() {
+            note(&gone, changes);
+        }
+    }
+
+    fn link(&mut self, pod: &PodInfo) {
+        if let Some(o) = &pod.owner {
+            self.by_owner
+                .entry((pod.namespace.clone(), o.kind.clone(), o.name.clone()))
+                .or_default()
+                .insert(pod.name.clone());
         }
     }
 
@@ -395,6 +418,43 @@ impl PodIndex {
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty()
     }
+}
+
+/// Whether `new` differs from `old` in its resourceVersion at most.
+fn same_but_version(old: &PodInfo, new: &PodInfo) -> bool {
+    let PodInfo {
+        namespace,
+        name,
+        uid,
+        resource_version: _,
+        labels,
+        owner,
+        node_name,
+        phase,
+        qos_class,
+        ready,
+        ready_since,
+        created,
+        deletion_timestamp,
+        resize_pending,
+        resize_in_progress,
+        containers,
+    } = new;
+    old.namespace == *namespace
+        && old.name == *name
+        && old.uid == *uid
+        && old.labels == *labels
+        && old.owner == *owner
+        && old.node_name == *node_name
+        && old.phase == *phase
+        && old.qos_class == *qos_class
+        && old.ready == *ready
+        && old.ready_since == *ready_since
+        && old.created == *created
+        && old.deletion_timestamp == *deletion_timestamp
+        && old.resize_pending == *resize_pending
+        && old.resize_in_progress == *resize_in_progress
+        && old.containers == *containers
 }
 
 fn note(pod: &PodInfo, changes: &mut ChangeSet) {
