@@ -5,7 +5,8 @@
 //! A reconcile pass does not wait for a token: it takes one before a write
 //! ([`WriteLimiter::take_for`]), and when none is free it gets a token reserved for it at a
 //! later time, ends, and comes back then. The client layer lets a write with a token taken
-//! this way go at once; any other actuating write reserves its own and waits for it.
+//! this way go at once (or less than one interval later, when the write before it went
+//! late); any other actuating write takes its own token and waits for it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -52,10 +53,14 @@ impl Bucket {
 }
 
 /// The bucket with the tokens passes took ahead of their writes, as a pure state machine
-/// over elapsed time.
+/// over elapsed time. Two buckets of the same rate: `queue` hands out the tokens (to passes
+/// ahead of time), `sent` paces the writes as they reach the client, so a pass that comes
+/// back late for its token and one on time for the next never send closer than the rate
+/// allows.
 #[derive(Clone, Debug)]
 pub struct Tokens {
-    bucket: Bucket,
+    queue: Bucket,
+    sent: Bucket,
     /// Tokens taken by passes whose write has not reached the client layer yet.
     prepaid: u32,
     /// Per holder, when the token reserved for it comes due.
@@ -68,7 +73,8 @@ impl Tokens {
     /// A full bucket, no token taken.
     pub fn new(rate: WriteRate) -> Tokens {
         Tokens {
-            bucket: Bucket::new(rate),
+            queue: Bucket::new(rate),
+            sent: Bucket::new(rate),
             prepaid: 0,
             held: HashMap::new(),
             pruned: Duration::ZERO,
@@ -88,7 +94,7 @@ impl Tokens {
             self.prepaid = self.prepaid.saturating_add(1);
             return Ok(());
         }
-        let wait = self.bucket.reserve(now);
+        let wait = self.queue.reserve(now);
         if wait.is_zero() {
             self.prepaid = self.prepaid.saturating_add(1);
             return Ok(());
@@ -97,19 +103,18 @@ impl Tokens {
         Err(wait)
     }
 
-    /// One actuating write reaches the client layer at `now`: it goes at once with a token
-    /// taken by [`Tokens::take`], or reserves one and waits the returned time. Such a write
-    /// (a rollback, an eviction, an HPA target) does not wait behind the tokens reserved for
-    /// passes that have not come back for them: over any longer span the rate holds all
-    /// the same, since each of its tokens moves the bucket on as any other.
+    /// One actuating write reaches the client layer at `now`; returns how long it waits
+    /// before it goes. A write with a token taken by [`Tokens::take`] goes at once unless
+    /// the write before it went late (then it waits less than one interval); any other
+    /// (a rollback, an eviction, an HPA target) takes a token of the queue too, which moves
+    /// the reserved tokens one interval on, but does not wait behind them.
     pub fn send(&mut self, now: Duration) -> Duration {
         if self.prepaid > 0 {
             self.prepaid -= 1;
-            return Duration::ZERO;
+        } else {
+            let _ = self.queue.reserve(now);
         }
-        let wait = self.bucket.reserve(now);
-        let held = u32::try_from(self.held.len()).unwrap_or(u32::MAX);
-        wait.saturating_sub(self.bucket.interval.saturating_mul(held))
+        self.sent.reserve(now)
     }
 
     /// Drops, at most every [`HELD_FOR`], the reservations due longer than that ago (a
@@ -221,6 +226,18 @@ mod tests {
         // A write without a token taken waits for its own, but not behind d's reservation.
         assert_eq!(t.send(s(2)), s(1));
         assert_eq!(t.take("d", s(3)), Ok(()));
+    }
+
+    #[test]
+    fn a_token_claimed_on_time_after_one_claimed_late_still_keeps_the_rate() {
+        let mut t = Tokens::new(rate(1, 1));
+        let ms = Duration::from_millis;
+        assert_eq!(t.take("a", ms(0)), Ok(()));
+        assert_eq!(t.take("b", ms(0)), Err(ms(1000)));
+        // a's write reaches the client half a second late, b comes back on time.
+        assert_eq!(t.send(ms(500)), ms(0));
+        assert_eq!(t.take("b", ms(1000)), Ok(()));
+        assert_eq!(t.send(ms(1000)), ms(500), "one second after a's write");
     }
 
     #[test]
