@@ -34,7 +34,9 @@ fn parse_pods() -> anyhow::Result<usize> {
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--pods" => {
-                let v = it.next().ok_or_else(|| anyhow::anyhow!("--pods needs a value"))?;
+                let v = it
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--pods needs a value"))?;
                 pods = v.parse()?;
             }
             other => anyhow::bail!("unknown argument {other}; known: --pods"),
@@ -59,9 +61,10 @@ async fn model_pod() -> anyhow::Result<Value> {
     let pods: Api<Pod> = Api::namespaced(sim.client(), "default");
     for _ in 0..600 {
         let list = pods.list(&ListParams::default()).await?;
-        let running = list.items.into_iter().find(|p| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        });
+        let running = list
+            .items
+            .into_iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
         if let Some(p) = running {
             return Ok(serde_json::to_value(p)?);
         }

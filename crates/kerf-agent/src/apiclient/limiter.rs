@@ -212,12 +212,19 @@ mod tests {
         let mut t = Tokens::new(rate(1, 1));
         let s = Duration::from_secs;
         assert_eq!(t.take("a", s(0)), Ok(()));
-        assert_eq!(t.send(s(0)), Duration::ZERO, "the token taken lets the write go");
+        assert_eq!(
+            t.send(s(0)),
+            Duration::ZERO,
+            "the token taken lets the write go"
+        );
         // No token for b or c: each gets its own, one second apart.
         assert_eq!(t.take("b", s(0)), Err(s(1)));
         assert_eq!(t.take("c", s(0)), Err(s(2)));
         // Asking again before it is due reserves nothing more.
-        assert_eq!(t.take("b", Duration::from_millis(500)), Err(Duration::from_millis(500)));
+        assert_eq!(
+            t.take("b", Duration::from_millis(500)),
+            Err(Duration::from_millis(500))
+        );
         assert_eq!(t.take("d", s(0)), Err(s(3)));
         assert_eq!(t.take("b", s(1)), Ok(()));
         assert_eq!(t.send(s(1)), Duration::ZERO);
@@ -259,9 +266,16 @@ mod tests {
                 .iter()
                 .take_while(|x| **x < *start + Duration::from_secs(1))
                 .count();
-            assert!(within <= 2 + 5, "{within} writes in one second from {start:?}");
+            assert!(
+                within <= 2 + 5,
+                "{within} writes in one second from {start:?}"
+            );
         }
-        assert!(sent.len() >= 95, "the rate is used: {} writes in 20 s", sent.len());
+        assert!(
+            sent.len() >= 95,
+            "the rate is used: {} writes in 20 s",
+            sent.len()
+        );
     }
 
     #[test]

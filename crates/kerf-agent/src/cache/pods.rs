@@ -218,15 +218,13 @@ impl PodInfo {
         let m = w.metadata;
         let cond = |t: &str| w.status.conditions.iter().find(|c| c.type_ == t);
         let resize = |t: &str| {
-            cond(t)
-                .filter(|c| c.status == "True")
-                .map(|c| {
-                    Box::new(ResizeCondition {
-                        reason: c.reason.clone(),
-                        message: c.message.clone(),
-                        since: c.last_transition_time,
-                    })
+            cond(t).filter(|c| c.status == "True").map(|c| {
+                Box::new(ResizeCondition {
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    since: c.last_transition_time,
                 })
+            })
         };
         let ready_cond = cond("Ready");
         let mut containers = Vec::with_capacity(w.spec.containers.len());
@@ -516,7 +514,10 @@ mod tests {
         assert!(changes.is_empty(), "{changes:?}");
         let owned = index.owned_by("a", "ReplicaSet", "web-abc12");
         assert_eq!(owned.len(), 1);
-        assert_eq!(owned[0].resource_version, "2", "the owner index holds the newest");
+        assert_eq!(
+            owned[0].resource_version, "2",
+            "the owner index holds the newest"
+        );
         index.upsert(pod("web-abc12-x", "3", "200m"), &mut changes);
         assert_eq!(changes.len(), 1, "a changed request notifies");
     }
@@ -526,12 +527,18 @@ mod tests {
         let mut index = PodIndex::default();
         let mut changes = ChangeSet::new();
         index.replace(
-            vec![pod("web-abc12-b", "1", "100m"), pod("web-abc12-a", "1", "100m")],
+            vec![
+                pod("web-abc12-b", "1", "100m"),
+                pod("web-abc12-a", "1", "100m"),
+            ],
             &mut changes,
         );
         let mut changes = ChangeSet::new();
         index.replace(
-            vec![pod("web-abc12-b", "5", "100m"), pod("web-abc12-a", "6", "100m")],
+            vec![
+                pod("web-abc12-b", "5", "100m"),
+                pod("web-abc12-a", "6", "100m"),
+            ],
             &mut changes,
         );
         assert!(changes.is_empty(), "{changes:?}");

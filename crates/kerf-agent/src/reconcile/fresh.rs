@@ -24,7 +24,10 @@ pub enum Written {
 /// The writes of one pass, gathered while its step runs, and when the write limit has a
 /// token for the write it held back, if it held one back.
 #[derive(Debug, Default)]
-pub struct PassWrites(Mutex<Vec<(Written, OwnWrite)>>, Mutex<Option<DateTime<Utc>>>);
+pub struct PassWrites(
+    Mutex<Vec<(Written, OwnWrite)>>,
+    Mutex<Option<DateTime<Utc>>>,
+);
 
 impl PassWrites {
     /// Notes a write to `object` answered with `answer`, sent when the cache showed
