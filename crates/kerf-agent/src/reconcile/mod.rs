@@ -311,7 +311,7 @@ impl Reconciler {
                     policies_seen = None;
                     self.sync_rsrs().await;
                     resyncs = resyncs.wrapping_add(1);
-                    if resyncs % DECIDE_EVERY_RESYNCS == 0 {
+                    if resyncs.is_multiple_of(DECIDE_EVERY_RESYNCS) {
                         dirty = self.all_keys();
                     }
                 }
