@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 const NAMESPACES: usize = 10;
 const CLUSTER: &str = "scale";
 const IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// How long the agent must have sent no write before the idle window starts.
+const QUIET: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 struct Args {
@@ -340,6 +342,24 @@ async fn measure_pass(args: &Args, sim: &Sim, agent: &Agent) -> anyhow::Result<P
     })
 }
 
+/// Waits until the agent sent no write for [`QUIET`] (the acknowledgements of the change
+/// wave's events recorded, the health watches started), two minutes at most; returns the
+/// seconds waited.
+async fn wait_quiet(sim: &Sim) -> f64 {
+    let quiet = || {
+        let snap = sim.audit().snapshot();
+        let last = snap
+            .records
+            .iter()
+            .filter(|r| r.is_mutating())
+            .map(|r| r.received)
+            .max();
+        last.is_none_or(|t| t.elapsed() >= QUIET)
+    };
+    let waited = wait_until("no write", Duration::from_secs(120), || async { quiet() }).await;
+    waited.unwrap_or(120.0)
+}
+
 /// The idle window: CPU seconds, requests by verb and decisions per second.
 async fn measure_idle(
     args: &Args,
@@ -406,6 +426,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     let pass = measure_pass(&args, &sim, &agent).await?;
     let (writes, write_rate) = wave_rate(&sim);
     let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);
+    let settle_s = wait_quiet(&sim).await;
     let (cpu, verbs, decisions) = measure_idle(&args, &sim, &agent).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     Ok(json!({
@@ -413,7 +434,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "change_share": args.change_share,
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),
-        "rss_kib": rss, "hwm_kib": hwm,
+        "rss_kib": rss, "hwm_kib": hwm, "settle_s": round(settle_s),
         "idle_window_s": args.idle.as_secs(), "idle_cpu_s": round(cpu),
         "idle_requests": verbs, "idle_decisions_per_s": round(decisions),
         "actuating_writes": writes, "actuating_writes_per_s": round(write_rate),

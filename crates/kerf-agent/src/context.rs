@@ -33,6 +33,8 @@ pub struct Context {
     pub resize_subresource: bool,
     /// Whether the API server answers, as the client's requests see it.
     pub api_health: crate::apiclient::ApiHealth,
+    /// The limit on actuating writes that the client applies.
+    pub limiter: Arc<crate::apiclient::WriteLimiter>,
 }
 
 impl Context {

@@ -164,6 +164,7 @@ impl Agent {
             shutdown,
             resize_subresource,
             api_health: guard.health.clone(),
+            limiter: guard.limiter.clone(),
         };
         tasks.spawn(leader_work(ctx.clone()));
         tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");

@@ -436,15 +436,36 @@ impl NamespaceInfo {
     }
 }
 
+/// Whether an update leaves everything a pass reads of an object as it was (a status
+/// heartbeat, a new resourceVersion, the agent's own status write): such an update is
+/// stored without a change notification.
+pub trait SameForPasses {
+    /// True when `new` differs from `self` only in fields no pass reads.
+    fn same_for_passes(&self, new: &Self) -> bool;
+}
+
+impl SameForPasses for NodeInfo {
+    fn same_for_passes(&self, new: &Self) -> bool {
+        self == new
+    }
+}
+
+impl SameForPasses for NamespaceInfo {
+    fn same_for_passes(&self, new: &Self) -> bool {
+        self == new
+    }
+}
+
 /// Cluster-scoped objects by name. Any change counts as [`Change::All`] for nodes;
-/// a namespace change is [`Change::Namespace`].
+/// a namespace change is [`Change::Namespace`]. An update that is the same for passes
+/// ([`SameForPasses`]) counts as no change.
 #[derive(Debug)]
 pub struct NamedIndex<T> {
     items: BTreeMap<Arc<str>, Arc<T>>,
     scope: fn(&str) -> Change,
 }
 
-impl<T> NamedIndex<T> {
+impl<T: SameForPasses> NamedIndex<T> {
     /// An index whose changes are reported by `scope` from the object's name.
     pub fn new(scope: fn(&str) -> Change) -> Self {
         NamedIndex {
@@ -455,7 +476,13 @@ impl<T> NamedIndex<T> {
 
     /// Adds or replaces an object.
     pub fn upsert(&mut self, name: Arc<str>, item: T, changes: &mut ChangeSet) {
-        changes.insert((self.scope)(&name));
+        let same = self
+            .items
+            .get(&name)
+            .is_some_and(|old| old.same_for_passes(&item));
+        if !same {
+            changes.insert((self.scope)(&name));
+        }
         self.items.insert(name, Arc::new(item));
     }
 
@@ -468,8 +495,16 @@ impl<T> NamedIndex<T> {
 
     /// Replaces every object (after a relist).
     pub fn replace(&mut self, items: Vec<(Arc<str>, T)>, changes: &mut ChangeSet) {
-        for name in std::mem::take(&mut self.items).into_keys() {
-            changes.insert((self.scope)(&name));
+        let kept: std::collections::BTreeSet<Arc<str>> =
+            items.iter().map(|(n, _)| n.clone()).collect();
+        let gone: Vec<Arc<str>> = self
+            .items
+            .keys()
+            .filter(|n| !kept.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.remove(&name, changes);
         }
         for (name, item) in items {
             self.upsert(name, item, changes);

@@ -92,6 +92,27 @@ impl PolicyEntry {
     }
 }
 
+type PolicyRead<'a> = (
+    &'a Option<BTreeMap<String, String>>,
+    &'a Option<BTreeMap<String, String>>,
+    &'a kerf_api::policy::RightsizingPolicySpec,
+);
+
+/// What passes read of a policy: its labels, annotations and spec, or its conversion error.
+fn read_by_passes(e: &PolicyEntry) -> Result<PolicyRead<'_>, &ConversionError> {
+    e.policy
+        .as_ref()
+        .map(|p| (&p.metadata.labels, &p.metadata.annotations, &p.spec))
+}
+
+impl super::cluster::SameForPasses for PolicyEntry {
+    /// Passes read a policy's name, labels and spec (or its conversion error), never its
+    /// status: the agent's own status writes change nothing for them.
+    fn same_for_passes(&self, new: &Self) -> bool {
+        self.name == new.name && read_by_passes(self) == read_by_passes(new)
+    }
+}
+
 /// A RightsizingRecommendation as cached.
 #[derive(Clone, Debug)]
 pub struct RsrEntry {

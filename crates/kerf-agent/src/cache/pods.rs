@@ -1,6 +1,6 @@
 //! Pods: the slim form and the index by controlling owner.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -93,9 +93,14 @@ pub struct OwnerRef {
     pub kind: Arc<str>,
     /// Name.
     pub name: Arc<str>,
-    /// UID.
-    pub uid: String,
+    /// UID (interned: the pods of one owner share it).
+    pub uid: Arc<str>,
 }
+
+/// The label the Deployment controller puts on the pods of a ReplicaSet.
+pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// The label the StatefulSet and DaemonSet controllers put on a pod: its revision.
+pub const LABEL_CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 
 /// A pod resize condition (`PodResizePending`, `PodResizeInProgress`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,8 +177,11 @@ pub struct PodInfo {
     pub uid: String,
     /// resourceVersion.
     pub resource_version: String,
-    /// Labels (`pod-template-hash`, `controller-revision-hash` among them).
-    pub labels: BTreeMap<String, String>,
+    /// The `pod-template-hash` label (interned: the pods of a ReplicaSet share it). No
+    /// other label is kept: passes read none.
+    pub template_hash: Option<Arc<str>>,
+    /// The `controller-revision-hash` label (interned).
+    pub revision_hash: Option<Arc<str>>,
     /// Controlling owner.
     pub owner: Option<OwnerRef>,
     /// Node.
@@ -190,10 +198,10 @@ pub struct PodInfo {
     pub created: Option<DateTime<Utc>>,
     /// Set while the pod terminates.
     pub deletion_timestamp: Option<DateTime<Utc>>,
-    /// `PodResizePending`, if present.
-    pub resize_pending: Option<ResizeCondition>,
-    /// `PodResizeInProgress`, if present.
-    pub resize_in_progress: Option<ResizeCondition>,
+    /// `PodResizePending`, if present (boxed: most pods have none).
+    pub resize_pending: Option<Box<ResizeCondition>>,
+    /// `PodResizeInProgress`, if present (boxed).
+    pub resize_in_progress: Option<Box<ResizeCondition>>,
     /// Containers, then restartable init containers.
     pub containers: Vec<PodContainer>,
 }
@@ -214,13 +222,13 @@ impl PodInfo {
         let m = w.metadata;
         let cond = |t: &str| w.status.conditions.iter().find(|c| c.type_ == t);
         let resize = |t: &str| {
-            cond(t)
-                .filter(|c| c.status == "True")
-                .map(|c| ResizeCondition {
+            cond(t).filter(|c| c.status == "True").map(|c| {
+                Box::new(ResizeCondition {
                     reason: c.reason.clone(),
                     message: c.message.clone(),
                     since: c.last_transition_time,
                 })
+            })
         };
         let ready_cond = cond("Ready");
         let mut containers = Vec::with_capacity(w.spec.containers.len());
@@ -253,7 +261,8 @@ impl PodInfo {
             deletion_timestamp: time(m.deletion_timestamp.as_ref()),
             resize_pending: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_PENDING),
             resize_in_progress: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_IN_PROGRESS),
-            labels: m.labels.unwrap_or_default(),
+            template_hash: label(&m, LABEL_POD_TEMPLATE_HASH, interner),
+            revision_hash: label(&m, LABEL_CONTROLLER_REVISION_HASH, interner),
             containers,
         }
     }
@@ -265,14 +274,20 @@ impl PodInfo {
         let owner = self.owner.as_ref()?;
         let (kind, name) = match &*owner.kind {
             "ReplicaSet" => {
-                let hash = self.labels.get("pod-template-hash")?;
-                let name = owner.name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+                let hash = self.template_hash.as_deref()?;
+                let name = owner.name.strip_suffix(hash)?.strip_suffix('-')?;
                 (WorkloadKind::Deployment, name)
             }
             other => (WorkloadKind::parse(other)?, &*owner.name),
         };
         Some(WorkloadKey::new(&self.namespace, kind, name))
     }
+}
+
+/// The label `key` of `m`, interned.
+fn label(m: &ObjectMeta, key: &str, interner: &mut Interner) -> Option<Arc<str>> {
+    let value = m.labels.as_ref()?.get(key)?;
+    Some(interner.intern(value))
 }
 
 fn pod_container(
@@ -316,34 +331,38 @@ pub fn controller_owner(m: &ObjectMeta, interner: &mut Interner) -> Option<Owner
         .map(|o| OwnerRef {
             kind: interner.intern(&o.kind),
             name: interner.intern(&o.name),
-            uid: o.uid.clone(),
+            uid: interner.intern(&o.uid),
         })
 }
 
 type OwnerKey = (Arc<str>, Arc<str>, Arc<str>);
 
-/// Pods by namespace and name, and by controlling owner (namespace, kind, name).
+/// Pods by namespace and name, and by controlling owner (namespace, kind, name). The owner
+/// index holds the same shared pods, sorted by name, not copies of their names.
 #[derive(Debug, Default)]
 pub struct PodIndex {
     pods: HashMap<(Arc<str>, String), Arc<PodInfo>>,
-    by_owner: HashMap<OwnerKey, BTreeSet<String>>,
+    by_owner: HashMap<OwnerKey, Vec<Arc<PodInfo>>>,
 }
 
 impl PodIndex {
-    /// Adds or replaces a pod.
+    /// Adds or replaces a pod. An update that changes none of the fields kept (a status
+    /// heartbeat, a new resourceVersion alone) is stored without a change notification:
+    /// nothing a pass reads moved.
     pub fn upsert(&mut self, pod: PodInfo, changes: &mut ChangeSet) {
         let key = (pod.namespace.clone(), pod.name.clone());
+        let pod = Arc::new(pod);
         if let Some(old) = self.pods.get(&key).cloned() {
+            if same_but_version(&old, &pod) {
+                self.link(&pod);
+                self.pods.insert(key, pod);
+                return;
+            }
             self.unlink(&old, changes);
         }
-        if let Some(o) = &pod.owner {
-            self.by_owner
-                .entry((pod.namespace.clone(), o.kind.clone(), o.name.clone()))
-                .or_default()
-                .insert(pod.name.clone());
-        }
+        self.link(&pod);
         note(&pod, changes);
-        self.pods.insert(key, Arc::new(pod));
+        self.pods.insert(key, pod);
     }
 
     /// Removes a pod.
@@ -353,14 +372,42 @@ impl PodIndex {
         }
     }
 
-    /// Replaces every pod (after a relist).
+    /// Replaces every pod (after a relist); only the workloads of pods that came, went or
+    /// changed are notified.
     pub fn replace(&mut self, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
-        for old in std::mem::take(&mut self.pods).into_values() {
-            note(&old, changes);
-        }
+        let mut old = std::mem::take(&mut self.pods);
         self.by_owner.clear();
         for p in pods {
-            self.upsert(p, changes);
+            let key = (p.namespace.clone(), p.name.clone());
+            match old.remove(&key) {
+                Some(before) if same_but_version(&before, &p) => {}
+                Some(before) => {
+                    note(&before, changes);
+                    note(&p, changes);
+                }
+                None => note(&p, changes),
+            }
+            let p = Arc::new(p);
+            self.link(&p);
+            self.pods.insert(key, p);
+        }
+        for gone in old.into_values() {
+            note(&gone, changes);
+        }
+    }
+
+    /// Puts `pod` into its owner's list, in the place of the pod of that name if any.
+    fn link(&mut self, pod: &Arc<PodInfo>) {
+        let Some(o) = &pod.owner else {
+            return;
+        };
+        let list = self
+            .by_owner
+            .entry((pod.namespace.clone(), o.kind.clone(), o.name.clone()))
+            .or_default();
+        match list.binary_search_by(|p| p.name.cmp(&pod.name)) {
+            Ok(i) => list[i] = pod.clone(),
+            Err(i) => list.insert(i, pod.clone()),
         }
     }
 
@@ -368,9 +415,9 @@ impl PodIndex {
         note(old, changes);
         if let Some(o) = &old.owner {
             let k = (old.namespace.clone(), o.kind.clone(), o.name.clone());
-            if let Some(set) = self.by_owner.get_mut(&k) {
-                set.remove(&old.name);
-                if set.is_empty() {
+            if let Some(list) = self.by_owner.get_mut(&k) {
+                list.retain(|p| p.name != old.name);
+                if list.is_empty() {
                     self.by_owner.remove(&k);
                 }
             }
@@ -387,12 +434,7 @@ impl PodIndex {
     /// The pods whose controlling owner is `kind`/`name` in `namespace`, by name.
     pub fn owned_by(&self, namespace: &str, kind: &str, name: &str) -> Vec<Arc<PodInfo>> {
         let key: OwnerKey = (namespace.into(), kind.into(), name.into());
-        self.by_owner
-            .get(&key)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| self.pods.get(&(key.0.clone(), n.clone())).cloned())
-            .collect()
+        self.by_owner.get(&key).cloned().unwrap_or_default()
     }
 
     /// Number of pods.
@@ -406,8 +448,118 @@ impl PodIndex {
     }
 }
 
+/// Whether `new` differs from `old` in its resourceVersion at most.
+fn same_but_version(old: &PodInfo, new: &PodInfo) -> bool {
+    let PodInfo {
+        namespace,
+        name,
+        uid,
+        resource_version: _,
+        template_hash,
+        revision_hash,
+        owner,
+        node_name,
+        phase,
+        qos_class,
+        ready,
+        ready_since,
+        created,
+        deletion_timestamp,
+        resize_pending,
+        resize_in_progress,
+        containers,
+    } = new;
+    old.namespace == *namespace
+        && old.name == *name
+        && old.uid == *uid
+        && old.template_hash == *template_hash
+        && old.revision_hash == *revision_hash
+        && old.owner == *owner
+        && old.node_name == *node_name
+        && old.phase == *phase
+        && old.qos_class == *qos_class
+        && old.ready == *ready
+        && old.ready_since == *ready_since
+        && old.created == *created
+        && old.deletion_timestamp == *deletion_timestamp
+        && old.resize_pending == *resize_pending
+        && old.resize_in_progress == *resize_in_progress
+        && old.containers == *containers
+}
+
 fn note(pod: &PodInfo, changes: &mut ChangeSet) {
     if let Some(k) = pod.workload_hint() {
         changes.insert(Change::Workload(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, rv: &str, cpu: &str) -> PodInfo {
+        let wire: PodWire = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                "resourceVersion": rv,
+                "labels": {"app": "web", "pod-template-hash": "abc12"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web-abc12", "uid": "rs-uid", "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "app",
+                "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .expect("pod");
+        PodInfo::from_wire(wire, &mut Interner::default())
+    }
+
+    #[test]
+    fn an_update_of_the_resource_version_alone_is_stored_without_a_notification() {
+        let mut index = PodIndex::default();
+        let mut changes = ChangeSet::new();
+        index.upsert(pod("web-abc12-x", "1", "100m"), &mut changes);
+        assert_eq!(changes.len(), 1, "a new pod notifies its workload");
+        let mut changes = ChangeSet::new();
+        index.upsert(pod("web-abc12-x", "2", "100m"), &mut changes);
+        assert!(changes.is_empty(), "{changes:?}");
+        let owned = index.owned_by("a", "ReplicaSet", "web-abc12");
+        assert_eq!(owned.len(), 1);
+        assert_eq!(
+            owned[0].resource_version, "2",
+            "the owner index holds the newest"
+        );
+        index.upsert(pod("web-abc12-x", "3", "200m"), &mut changes);
+        assert_eq!(changes.len(), 1, "a changed request notifies");
+    }
+
+    #[test]
+    fn a_relist_notifies_only_pods_that_came_went_or_changed_and_keeps_owners_by_name() {
+        let mut index = PodIndex::default();
+        let mut changes = ChangeSet::new();
+        index.replace(
+            vec![
+                pod("web-abc12-b", "1", "100m"),
+                pod("web-abc12-a", "1", "100m"),
+            ],
+            &mut changes,
+        );
+        let mut changes = ChangeSet::new();
+        index.replace(
+            vec![
+                pod("web-abc12-b", "5", "100m"),
+                pod("web-abc12-a", "6", "100m"),
+            ],
+            &mut changes,
+        );
+        assert!(changes.is_empty(), "{changes:?}");
+        let names: Vec<String> = index
+            .owned_by("a", "ReplicaSet", "web-abc12")
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        assert_eq!(names, ["web-abc12-a", "web-abc12-b"]);
+        index.replace(vec![pod("web-abc12-a", "7", "100m")], &mut changes);
+        assert_eq!(changes.len(), 1, "the pod that went notifies");
+        assert_eq!(index.owned_by("a", "ReplicaSet", "web-abc12").len(), 1);
+        assert!(index.get("a", "web-abc12-b").is_none());
     }
 }

@@ -445,9 +445,14 @@ async fn resize_planned(
 ) -> Result<InPlaceOutcome, ActError> {
     let plan = inplace::plan(input);
     let mut outcome = plan.outcome.clone();
+    let mut sent = 0usize;
     for pod in &plan.resize_now {
         if !c.may_write() {
             return Err(ActError::NotLeader);
+        }
+        if !c.write_token() {
+            // The pods left are resized by a later pass: the change stays Applying.
+            break;
         }
         if let Some(ch) = s.change.as_mut()
             && ch.first_resize_at.is_none()
@@ -457,6 +462,7 @@ async fn resize_planned(
         let sidecars = sidecars_in(&c.pods, pod);
         let ns = &c.workload.key.namespace;
         let res = resize_pod(c.ctx.client.clone(), ns, pod, input.target, &sidecars).await;
+        sent += 1;
         c.metrics().observe("resize", &res);
         match res {
             Ok(sent) => c.wrote_pod(pod, sent.resource_version),
@@ -473,7 +479,7 @@ async fn resize_planned(
             Err(e) => return Err(e.into()),
         }
     }
-    if !plan.resize_now.is_empty() {
+    if sent > 0 {
         failpoints::hit("after-resize")?;
     }
     Ok(outcome)
@@ -562,6 +568,10 @@ async fn rollout_step(
     if !template_covers(&change, &c.workload) {
         if !c.may_write() {
             return Err(ActError::NotLeader);
+        }
+        if !c.write_token() {
+            // A later pass applies the template: the change stays Applying.
+            return Ok(());
         }
         let res = rollout::apply_template(
             c.ctx.client.clone(),

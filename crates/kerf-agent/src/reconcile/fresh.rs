@@ -21,9 +21,13 @@ pub enum Written {
     Hpa(String),
 }
 
-/// The writes of one pass, gathered while its step runs.
+/// The writes of one pass, gathered while its step runs, and when the write limit has a
+/// token for the write it held back, if it held one back.
 #[derive(Debug, Default)]
-pub struct PassWrites(Mutex<Vec<(Written, OwnWrite)>>);
+pub struct PassWrites(
+    Mutex<Vec<(Written, OwnWrite)>>,
+    Mutex<Option<DateTime<Utc>>>,
+);
 
 impl PassWrites {
     /// Notes a write to `object` answered with `answer`, sent when the cache showed
@@ -41,6 +45,16 @@ impl PassWrites {
     /// The writes noted so far.
     pub fn take(&self) -> Vec<(Written, OwnWrite)> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Notes that a write waits for the token due at `at`.
+    pub fn token_due(&self, at: DateTime<Utc>) {
+        *self.1.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// When the token of the write held back is due, if a write was held back.
+    pub fn held_back(&self) -> Option<DateTime<Utc>> {
+        *self.1.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -79,6 +93,16 @@ impl ObjectWrites {
     /// Whether `key` has writes the caches did not show yet.
     pub fn has(&self, key: &WorkloadKey) -> bool {
         self.by_key.contains_key(key)
+    }
+
+    /// When the last of `key`'s writes the caches do not show stops holding its passes
+    /// back even unseen: the watch event of the write wakes the workload before, this is
+    /// the cap.
+    pub fn unseen_until(&self, key: &WorkloadKey) -> Option<DateTime<Utc>> {
+        let list = self.by_key.get(key)?;
+        list.iter()
+            .map(|(_, w)| w.at + kerf_decide::pass::fresh::WRITE_VISIBLE_WITHIN)
+            .max()
     }
 
     /// Whether the caches still lack a write to `key`'s objects that holds its passes back

@@ -2,13 +2,14 @@
 //! [`kerf_decide::pass::next_step`] for the one step of the pass, carry it out, record
 //! status and events, schedule the next pass. A pass that acted and wrote its rsr is
 //! followed at once by the next one, which waits until the caches show its writes (to the
-//! rsr, the workload, its pods and HPAs).
+//! rsr, the workload, its pods and HPAs): the watch event that brings them wakes it again.
+//! A pass whose write found no token of the write limit free ends there and is woken when
+//! the token reserved for it is due.
 
 use std::sync::Arc;
 
 use kerf_api::rsr::{HpaOrder, RightsizingRecommendation, RightsizingRecommendationStatus};
 use kerf_decide::Outcome;
-use kerf_decide::pass::fresh::FRESH_RECHECK;
 use kerf_decide::pass::{
     Decided, PassFacts, Step, StepKind, next_step, on_delete_wake, settle_wake,
 };
@@ -55,7 +56,10 @@ pub async fn reconcile_key(
     }
     let now = ctx.clock.now();
     if memory.objects.holds_back(key, &ctx.cache, now) {
-        memory.schedule.wake_at(now + FRESH_RECHECK, key);
+        // The watch event that brings the write wakes the workload; the timer is the cap.
+        if let Some(cap) = memory.objects.unseen_until(key) {
+            memory.schedule.wake_at(cap, key);
+        }
         return Ok(());
     }
     let mut sink = Sink {
@@ -103,7 +107,14 @@ async fn reconcile_entry(
     let mut p = Pass::gather(ctx, hub, key, workload, &rsr.spec, &s);
     let res = pass_step(&mut p, rsr, entry, &mut s, watcher, sink).await;
     sink.memory.objects.record(key, p.writes.take());
-    res
+    match p.writes.held_back() {
+        // A write waits for its token: the next step comes when the token is due, not at once.
+        Some(at) => {
+            sink.memory.schedule.wake_at(at, key);
+            res.map(|_| false)
+        }
+        None => res,
+    }
 }
 
 /// The health watch, the step and its record of one pass.

@@ -45,8 +45,13 @@ pub use key::reconcile_key;
 pub use memory::{InFlight, Memory};
 pub use step::KeyError;
 
-/// How often everything is synced and decided again even without a trigger.
+/// How often the rsrs are mirrored from the hub state again, the policies' status written
+/// again and acknowledged event ids pruned, even without a trigger.
 pub const RESYNC: Duration = Duration::from_secs(60);
+/// Every this many resyncs (10 minutes) every workload is decided again even without a
+/// trigger; in between a workload is decided only when its facts changed or a timer of
+/// its own is due.
+pub const DECIDE_EVERY_RESYNCS: u32 = 10;
 /// First backoff after a transient error.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// Longest backoff.
@@ -250,6 +255,7 @@ impl Reconciler {
         self.sync_rsrs().await;
         let mut dirty = self.all_keys();
         let mut resync = tokio::time::interval(RESYNC);
+        let mut resyncs = 0u32;
         let mut policies_seen = None;
         loop {
             if self.rsr_sync_owed && self.ctx.api_health.is_up() {
@@ -304,7 +310,10 @@ impl Reconciler {
                     self.prune_acked();
                     policies_seen = None;
                     self.sync_rsrs().await;
-                    dirty = self.all_keys();
+                    resyncs = resyncs.wrapping_add(1);
+                    if resyncs.is_multiple_of(DECIDE_EVERY_RESYNCS) {
+                        dirty = self.all_keys();
+                    }
                 }
                 _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
                 _ = leader.changed() => if !self.ctx.may_write() { return },

@@ -33,7 +33,7 @@ fn sts_pod(p: &PodInfo) -> StsPod {
     StsPod {
         name: p.name.clone(),
         ordinal: ondelete::ordinal_of(&p.name).unwrap_or(0),
-        revision: p.labels.get("controller-revision-hash").cloned(),
+        revision: p.revision_hash.as_deref().map(str::to_owned),
         ready: p.ready,
         ready_since: p.ready_since,
         terminating: p.deletion_timestamp.is_some(),

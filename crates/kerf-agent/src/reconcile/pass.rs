@@ -107,6 +107,21 @@ impl<'a> Pass<'a> {
         self.ctx.may_write()
     }
 
+    /// Takes a token of the write limit for one actuating write of this workload. Without
+    /// one the step sends nothing more: the pass ends and its workload is looked at again
+    /// when the token reserved for it is due (the pass never waits holding its slot).
+    pub fn write_token(&self) -> bool {
+        match self.ctx.limiter.take_for(&self.key.to_string()) {
+            Ok(()) => true,
+            Err(wait) => {
+                let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                let at = self.now.checked_add_signed(wait).unwrap_or(self.now);
+                self.writes.token_due(at);
+                false
+            }
+        }
+    }
+
     /// Counters of the actuating calls.
     pub fn metrics(&self) -> &ExecutorMetrics {
         &self.ctx.metrics.executor

@@ -1,0 +1,117 @@
+//! e2e: at rest, updates that change nothing a decision reads (pod and node status
+//! heartbeats, new resourceVersions) and hub polls that bring nothing new run no decision
+//! again; an update that does change a fact (a pod label) is decided.
+
+mod e2e_support;
+
+use std::time::Duration;
+
+use e2e_support::{Env, Web, eventually};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+/// The sum of `kerf_agent_decisions_total` over every type and reason.
+fn decisions(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("kerf_agent_decisions_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A status update that changes no field the agent keeps: the object's conditions with one
+/// of a type it does not read, at a new heartbeat time (a merge patch replaces the whole
+/// list, so the others are sent as they are).
+fn heartbeat(object: &serde_json::Value, i: u32) -> serde_json::Value {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let beat = json!({"type": "example.com/Heartbeat", "status": "True",
+        "reason": format!("Beat{i}"), "lastProbeTime": now, "lastHeartbeatTime": now,
+        "lastTransitionTime": now});
+    let mut conditions: Vec<serde_json::Value> = object["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    conditions.retain(|c| c["type"] != "example.com/Heartbeat");
+    conditions.push(beat);
+    json!({"status": {"conditions": conditions}})
+}
+
+// portable
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> {
+    let mut env = Env::start_web(
+        "e2e-idle-decisions",
+        Web::policy("p", "auto-patch", "rollout")
+            .replicas(1)
+            .recommend("200m", "256Mi", "0.9"),
+    )
+    .await?;
+    env.wait_phase("web", "Skipped").await?;
+    eventually("the skip reported", Duration::from_secs(20), || async {
+        let rsr = env.rsr("web").await.ok()??;
+        let reported = rsr["status"]["reported"].as_array()?;
+        (!reported.is_empty()).then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = decisions(&env.agent_metrics()?);
+    assert!(before >= 1.0, "the first pass decided: {before}");
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let pod = env.pods("web").await?.remove(0);
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let pod_rv = pod.metadata.resource_version.clone();
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .ok_or_else(|| anyhow::anyhow!("pod {pod_name} is on no node"))?;
+    let pp = PatchParams::default();
+    let polls_before = env
+        .hub
+        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
+        .len();
+    for i in 0..10 {
+        let pod = serde_json::to_value(pods.get(&pod_name).await?)?;
+        pods.patch_status(&pod_name, &pp, &Patch::Merge(heartbeat(&pod, i)))
+            .await?;
+        let node = serde_json::to_value(nodes.get(&node_name).await?)?;
+        nodes
+            .patch_status(&node_name, &pp, &Patch::Merge(heartbeat(&node, i)))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let polls = env
+        .hub
+        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
+        .len()
+        - polls_before;
+    assert!(polls >= 4, "the hub was polled meanwhile: {polls} polls");
+    let now_rv = pods.get(&pod_name).await?.metadata.resource_version;
+    assert_ne!(now_rv, pod_rv, "the heartbeats updated the pod");
+    let after = decisions(&env.agent_metrics()?);
+    assert_eq!(
+        after,
+        before,
+        "10 pod and 10 node heartbeats and {polls} idle polls ran {} decisions",
+        after - before
+    );
+
+    // A fact that changes (the pod's labels, which the agent keeps) is decided again.
+    let label = json!({"metadata": {"labels": {"example.com/touched": "yes"}}});
+    pods.patch(&pod_name, &pp, &Patch::Merge(label)).await?;
+    eventually(
+        "a decision after the pod's labels changed",
+        Duration::from_secs(20),
+        || async {
+            let now = decisions(&env.agent_metrics().ok()?);
+            (now > after).then_some(())
+        },
+    )
+    .await?;
+    env.stop_agent().await;
+    Ok(())
+}
