@@ -8,6 +8,7 @@ mod e2e_support;
 use std::process::Command;
 
 use e2e_support::{AgentOptions, Env, eventually};
+use kerf_testkit::{AgentBuild, agent_binary};
 use serde_json::Value;
 
 const MI: i64 = 1 << 20;
@@ -53,7 +54,7 @@ fn assert_totals(report: &Value, ns: &str) -> anyhow::Result<()> {
 
 /// `kerf-agent report <args>` against the scenario's cluster: its standard output.
 fn run_report(env: &Env, args: &[&str]) -> anyhow::Result<String> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
+    let mut cmd = Command::new(agent_binary(AgentBuild::FailPoints)?);
     if let Some(sim) = &env.sim {
         cmd.env("KUBECONFIG", sim.kubeconfig_path());
     }
