@@ -1,12 +1,13 @@
 //! e2e: at rest, updates that change nothing a decision reads (pod and node status
 //! heartbeats, new resourceVersions) and hub polls that bring nothing new run no decision
-//! again; an update that does change a fact (a pod label) is decided.
+//! again; an update that does change a fact (the replica count) is decided.
 
 mod e2e_support;
 
 use std::time::Duration;
 
 use e2e_support::{Env, Web, eventually};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -100,11 +101,12 @@ async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> 
         after - before
     );
 
-    // A fact that changes (the pod's labels, which the agent keeps) is decided again.
-    let label = json!({"metadata": {"labels": {"example.com/touched": "yes"}}});
-    pods.patch(&pod_name, &pp, &Patch::Merge(label)).await?;
+    // A fact that changes (the Deployment's replica count) is decided again.
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.ns);
+    let scale = json!({"spec": {"replicas": 2}});
+    deployments.patch("web", &pp, &Patch::Merge(scale)).await?;
     eventually(
-        "a decision after the pod's labels changed",
+        "a decision after the replica count changed",
         Duration::from_secs(20),
         || async {
             let now = decisions(&env.agent_metrics().ok()?);
