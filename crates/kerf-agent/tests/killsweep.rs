@@ -13,7 +13,6 @@ use killsweep_support::Options;
 // sim
 // rule: EV-12, design D25
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: a kill can stall the fallback workload's first change (docs/reliability.md, Kill sweep); run with --ignored"]
 async fn every_change_survives_kills_at_random_moments_and_at_every_fail_point()
 -> anyhow::Result<()> {
     let log = tempfile::NamedTempFile::new()?;

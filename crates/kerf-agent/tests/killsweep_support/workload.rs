@@ -12,6 +12,25 @@ use serde_json::{Value, json};
 
 use super::cluster::{self, Cluster, PINNED_NODE, Values};
 
+/// The CPU (millicores) of the fallback's node ([`PINNED_NODE`]).
+const NODE_CPU: u64 = 4000;
+/// The fallback workload's CPU before any change.
+const FALLBACK_ORIGINAL_CPU: u64 = 1000;
+/// The CPU of the fallback workload's first change, which the kubelet keeps Deferred.
+const FALLBACK_FIRST_CPU: u64 = 1800;
+/// The CPU of the filler that keeps the fallback's node full until the sweep deletes it.
+const FILLER_CPU: u64 = 2500;
+
+// The filler and the pod fit at first; the resize does not fit beside the filler (Deferred,
+// not Infeasible). Once the filler is gone the kubelet carries out the Deferred resize,
+// since the fallback does not take it back, so the old pod may hold the new values when
+// the rollout's surge pod is scheduled: both must fit on the node, or the rollout stalls
+// with two pods for one replica, a set-up that no cluster with room for a rollout has.
+const _: () = assert!(FILLER_CPU + FALLBACK_ORIGINAL_CPU <= NODE_CPU);
+const _: () = assert!(FILLER_CPU + FALLBACK_FIRST_CPU > NODE_CPU);
+const _: () = assert!(FALLBACK_FIRST_CPU < NODE_CPU);
+const _: () = assert!(2 * FALLBACK_FIRST_CPU <= NODE_CPU);
+
 /// The kinds of change the sweep drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -90,7 +109,7 @@ impl Kind {
     fn original(self) -> Values {
         match self {
             Kind::Fallback => Values {
-                cpu: 1500,
+                cpu: FALLBACK_ORIGINAL_CPU,
                 mem: 256,
             },
             _ => Values { cpu: 200, mem: 256 },
@@ -102,9 +121,9 @@ impl Kind {
     fn values(self, k: usize) -> Values {
         const CYCLE: [(u64, u64); 3] = [(150, 200), (120, 170), (180, 230)];
         match self {
-            // Deferred by the kubelet: 1 CPU more than the node has free beside the filler.
+            // Deferred by the kubelet: more than the node has free beside the filler.
             Kind::Fallback if k == 0 => Values {
-                cpu: 2500,
+                cpu: FALLBACK_FIRST_CPU,
                 mem: 256,
             },
             Kind::Fallback => Values {
@@ -238,7 +257,10 @@ impl Workload {
         c.policy(&ns, &policy_spec(kind, &ns, "auto-patch")).await?;
         let pinned = Some(kind.node());
         if kind == Kind::Fallback {
-            let filler = Values { cpu: 2000, mem: 64 };
+            let filler = Values {
+                cpu: FILLER_CPU,
+                mem: 64,
+            };
             let obj = workload_object("Deployment", &ns, "filler", 1, filler, pinned);
             c.create(&ns, "Deployment", &obj).await?;
         }
