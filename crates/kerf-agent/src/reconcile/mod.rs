@@ -109,7 +109,7 @@ fn policy_mark(cache: &crate::cache::CacheSet) -> PolicyMark {
         .iter()
         .map(|p| (p.name.to_string(), p.resource_version.clone()))
         .collect();
-    (policies, cache.workloads().len())
+    (policies, cache.workload_count())
 }
 
 /// A delivery-report callback for the outbox and the receiver the reconciler reads.
