@@ -295,18 +295,7 @@ impl Reconciler {
             self.enqueue(&mut queue, std::mem::take(&mut dirty));
             self.start_passes(&mut queue, &mut running);
             self.sync_policies(&mut policies_seen).await;
-            let now = self.ctx.clock.now();
-            // The hub turning stale blocks new changes (EV-37): decide everything again then.
-            let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
-            let next = match (self.memory.schedule.next_timer(), stale_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let mut sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
-            if self.rsr_sync_owed {
-                // Looks again soon for the API server's return.
-                sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
-            }
+            let (sleep, stale_at) = self.next_wake(self.ctx.clock.now());
             tokio::select! {
                 Some(ended) = running.next() => self.finish(&mut queue, ended),
                 c = changes.recv() => match c {
@@ -417,6 +406,24 @@ impl Reconciler {
         if errors.is_empty() {
             *seen = Some(mark);
         }
+    }
+
+    /// How long the loop waits for a trigger at most: until the next timer or the hub
+    /// turning stale (the second value: that blocks new changes, EV-37, so everything is
+    /// decided again then), [`RESYNC`] at most, and [`API_RECHECK`] while an rsr sync is
+    /// owed.
+    fn next_wake(&self, now: DateTime<Utc>) -> (Duration, Option<DateTime<Utc>>) {
+        let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
+        let next = match (self.memory.schedule.next_timer(), stale_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
+        if self.rsr_sync_owed {
+            // Looks again soon for the API server's return.
+            sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
+        }
+        (sleep, stale_at)
     }
 
     /// Marks `keys` ready for a pass, a rollback or a change in flight first, then those
