@@ -74,6 +74,12 @@ impl<K: Clone + Eq + Hash> Queue<K> {
         }
     }
 
+    /// Drops the mark of a trigger that came during `key`'s pass: it gets no pass after
+    /// this one (it backs off and its timer brings it back).
+    pub fn forget_again(&mut self, key: &K) {
+        self.again.remove(key);
+    }
+
     /// The number of passes running.
     pub fn running(&self) -> usize {
         self.running.len()
@@ -294,6 +300,11 @@ mod tests {
         assert_eq!(queue.start(), Some("a"));
         assert_eq!(queue.start(), None, "one more pass, not one per trigger");
         queue.done(&"a");
+        assert_eq!(queue.start(), None);
+        // A workload that backs off after its pass drops the trigger that came during it.
+        queue.push("b", 2);
+        queue.forget_again(&"b");
+        queue.done(&"b");
         assert_eq!(queue.start(), None);
     }
 

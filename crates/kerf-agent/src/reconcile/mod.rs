@@ -489,21 +489,42 @@ impl Reconciler {
     }
 
     /// Takes back what an ended pass held, frees its slot and schedules its workload: at
-    /// once after a step that acted, after a backoff after an error.
+    /// once after a step that acted, after a backoff after an error (a trigger during the
+    /// pass then waits for the backoff's timer, as a trigger after it does).
     fn finish(&mut self, queue: &mut dispatch::Queue<WorkloadKey>, ended: Ended) {
         let Ended { key, part, ran } = ended;
+        dispatch::put_back(&mut self.memory, part);
+        let now = self.ctx.clock.now();
+        match ran {
+            Some((res, took)) => self.count(&key, res, took, now),
+            None => self.memory.schedule.wake_at(now + API_RECHECK, &key),
+        }
         let memory = &mut self.memory;
-        dispatch::put_back(memory, part);
+        if memory
+            .schedule
+            .backoff
+            .get(&key)
+            .is_some_and(|(_, until)| *until > now)
+        {
+            queue.forget_again(&key);
+        }
         queue.done(&key);
         // A pass that acted is followed at once by the next one (key.rs).
         for k in std::mem::take(&mut memory.schedule.requeued) {
             queue.push(k, 0);
         }
-        let now = self.ctx.clock.now();
-        let Some((res, took)) = ran else {
-            memory.schedule.wake_at(now + API_RECHECK, &key);
-            return;
-        };
+        tracing::debug!(workload = %key, running = queue.running(), ready = queue.ready(), "slot freed");
+    }
+
+    /// Counts the pass of `key` that ran for `took` and ended with `res`; an error backs
+    /// off.
+    fn count(
+        &mut self,
+        key: &WorkloadKey,
+        res: Result<(), KeyError>,
+        took: Duration,
+        now: DateTime<Utc>,
+    ) {
         let result = match &res {
             Ok(()) => "ok",
             Err(e) => e.category(),
@@ -513,12 +534,12 @@ impl Reconciler {
         };
         let duration = &self.ctx.metrics.reconcile.duration;
         duration.get_or_create(&label).observe(took.as_secs_f64());
-        tracing::debug!(workload = %key, took_ms = took.as_millis(), result, running = queue.running(), ready = queue.ready(), "pass ended");
+        tracing::debug!(workload = %key, took_ms = took.as_millis(), result, "pass ended");
         match res {
             Ok(()) => {
-                memory.schedule.backoff.remove(&key);
+                self.memory.schedule.backoff.remove(key);
             }
-            Err(e) => back_off(memory, &key, &e, now),
+            Err(e) => back_off(&mut self.memory, key, &e, now),
         }
     }
 }
