@@ -89,6 +89,45 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     pub fn ready(&self) -> usize {
         self.queued.len()
     }
+
+    /// The keys in a pass.
+    pub fn running_keys(&self) -> HashSet<K> {
+        self.running.clone()
+    }
+}
+
+/// A delivery report for events no ledger entry in the reconciler's memory names while
+/// passes ran: they may be reports those passes hold or sent. It waits until each of
+/// those passes ended.
+pub struct HeldReport {
+    /// The ids not yet matched.
+    pub report: crate::outbox::DeliveryReport,
+    /// The workloads whose passes ran when it came and have not ended yet.
+    pub waiting: HashSet<crate::cache::WorkloadKey>,
+}
+
+/// Splits `report` into the ids `known` names and the others.
+pub fn split_report(
+    report: crate::outbox::DeliveryReport,
+    known: impl Fn(&uuid::Uuid) -> bool,
+) -> (
+    Option<crate::outbox::DeliveryReport>,
+    Option<crate::outbox::DeliveryReport>,
+) {
+    use crate::outbox::DeliveryReport as R;
+    let part = |ids: Vec<uuid::Uuid>, make: fn(Vec<uuid::Uuid>) -> R| {
+        let (a, b): (Vec<_>, Vec<_>) = ids.into_iter().partition(|id| known(id));
+        let some = |v: Vec<uuid::Uuid>| (!v.is_empty()).then(|| make(v));
+        (some(a), some(b))
+    };
+    match report {
+        R::Acked(ids) => part(ids, R::Acked),
+        R::Dropped(ids) => part(ids, R::Dropped),
+        r @ R::Rejected { .. } => match &r {
+            R::Rejected { id, .. } if known(id) => (Some(r), None),
+            _ => (None, Some(r)),
+        },
+    }
 }
 
 /// Starts a pass (made by `start`) into `running` for every ready key while a slot is
@@ -318,6 +357,24 @@ mod tests {
         queue.push("idle-1", 0);
         let order: Vec<_> = std::iter::from_fn(|| queue.start()).collect();
         assert_eq!(order, ["in-flight", "watching", "idle-1", "idle-2"]);
+    }
+
+    #[test]
+    fn a_report_splits_into_the_ids_the_ledger_names_and_the_others() {
+        use crate::outbox::DeliveryReport as R;
+        let (known, other) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let is_known = |id: &uuid::Uuid| *id == known;
+        let (now, later) = split_report(R::Acked(vec![known, other]), is_known);
+        assert_eq!(now, Some(R::Acked(vec![known])));
+        assert_eq!(later, Some(R::Acked(vec![other])));
+        let (now, later) = split_report(R::Dropped(vec![other]), is_known);
+        assert_eq!((now, later), (None, Some(R::Dropped(vec![other]))));
+        let rejected = R::Rejected {
+            id: known,
+            message: "bad".into(),
+        };
+        let (now, later) = split_report(rejected.clone(), is_known);
+        assert_eq!((now, later), (Some(rejected), None));
     }
 
     fn shared() -> Memory {

@@ -146,6 +146,8 @@ pub struct Reconciler {
     first_poll: Option<watch::Receiver<bool>>,
     /// An rsr sync was skipped or cut off by an API server outage.
     rsr_sync_owed: bool,
+    /// Delivery reports waiting for passes to end.
+    held: Vec<dispatch::HeldReport>,
 }
 
 impl Reconciler {
@@ -173,6 +175,7 @@ impl Reconciler {
             watcher,
             first_poll: None,
             rsr_sync_owed: false,
+            held: Vec::new(),
         }
     }
 
@@ -311,7 +314,7 @@ impl Reconciler {
                     dirty = self.all_keys();
                 }
                 Some(report) = self.acks.recv() => {
-                    dirty.extend(self.memory.reports.handle(report));
+                    dirty.extend(self.take_report(&queue, report));
                     dirty.extend(self.pending_holders());
                 }
                 _ = tokio::time::sleep(sleep) => {
@@ -494,6 +497,9 @@ impl Reconciler {
     fn finish(&mut self, queue: &mut dispatch::Queue<WorkloadKey>, ended: Ended) {
         let Ended { key, part, ran } = ended;
         dispatch::put_back(&mut self.memory, part);
+        for k in self.release_held(&key) {
+            queue.push(k, URGENCY_NONE);
+        }
         let now = self.ctx.clock.now();
         match ran {
             Some((res, took)) => self.count(&key, res, took, now),
@@ -514,6 +520,50 @@ impl Reconciler {
             queue.push(k, 0);
         }
         tracing::debug!(workload = %key, running = queue.running(), ready = queue.ready(), "slot freed");
+    }
+
+    /// Takes a delivery report in; returns the workloads whose status should record it.
+    /// Ids no ledger entry names while passes run wait until those passes ended (they
+    /// may hold the entry).
+    fn take_report(
+        &mut self,
+        queue: &dispatch::Queue<WorkloadKey>,
+        report: DeliveryReport,
+    ) -> BTreeSet<WorkloadKey> {
+        let ledger = &mut self.memory.reports;
+        let (now, later) = dispatch::split_report(report, |id| ledger.in_flight.contains_key(id));
+        let mut keys = now.map(|r| ledger.handle(r)).unwrap_or_default();
+        match later {
+            Some(report) if queue.running() > 0 => self.held.push(dispatch::HeldReport {
+                report,
+                waiting: queue.running_keys(),
+            }),
+            Some(report) => keys.extend(ledger.handle(report)),
+            None => {}
+        }
+        keys
+    }
+
+    /// After the pass of `key` ended: the held reports its entries answer, and those no
+    /// running pass can answer any more, are taken in.
+    fn release_held(&mut self, key: &WorkloadKey) -> BTreeSet<WorkloadKey> {
+        let mut keys = BTreeSet::new();
+        let ledger = &mut self.memory.reports;
+        for mut h in std::mem::take(&mut self.held) {
+            h.waiting.remove(key);
+            let (now, later) =
+                dispatch::split_report(h.report, |id| ledger.in_flight.contains_key(id));
+            keys.extend(now.map(|r| ledger.handle(r)).unwrap_or_default());
+            match later {
+                Some(report) if h.waiting.is_empty() => keys.extend(ledger.handle(report)),
+                Some(report) => self.held.push(dispatch::HeldReport {
+                    report,
+                    waiting: h.waiting,
+                }),
+                None => {}
+            }
+        }
+        keys
     }
 
     /// Counts the pass of `key` that ran for `took` and ended with `res`; an error backs
