@@ -12,6 +12,7 @@
 //! more than 25 %.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ struct Args {
     idle: Duration,
     baseline: Option<PathBuf>,
     agent_args: Vec<String>,
+    agent_log: String,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -50,6 +52,7 @@ fn parse_args() -> anyhow::Result<Args> {
         idle: Duration::from_secs(60),
         baseline: None,
         agent_args: Vec::new(),
+        agent_log: "warn".to_owned(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,9 +67,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--idle-seconds" => a.idle = Duration::from_secs(value()?.parse()?),
             "--baseline" => a.baseline = Some(value()?.into()),
             "--agent-arg" => a.agent_args.push(value()?),
+            "--agent-log" => a.agent_log = value()?,
             other => anyhow::bail!(
                 "unknown argument {other}; known: --workloads --pods-per-workload \
-                 --change-share --idle-seconds --baseline --agent-arg"
+                 --change-share --idle-seconds --baseline --agent-arg --agent-log"
             ),
         }
     }
@@ -186,15 +190,16 @@ struct Agent {
     port: u16,
 }
 
-fn start_agent(sim: &Sim, hub: &str, extra: &[String]) -> anyhow::Result<Agent> {
+fn start_agent(sim: &Sim, hub: &str, args: &Args) -> anyhow::Result<Agent> {
     let port = free_port()?;
     let bin = agent_binary(AgentBuild::Plain)?;
     let child = agent_run(&bin, CLUSTER, hub, "10s")
         .env("KUBECONFIG", sim.kubeconfig_path())
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .args(["--log-filter", "warn"])
-        .args(extra)
-        .stdout(Stdio::null())
+        .args(["--log-filter", &args.agent_log])
+        .args(&args.agent_args)
+        // The agent logs to stdout: its lines go to stderr, stdout keeps the one JSON line.
+        .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
         .stderr(Stdio::inherit())
         .spawn()?;
     Ok(Agent {
@@ -422,7 +427,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     hub.set_config(CLUSTER, Default::default());
     hub.set_recommendations(CLUSTER, recommendations(&args)?);
     sim.audit().reset();
-    let agent = start_agent(&sim, &hub.url(), &args.agent_args)?;
+    let agent = start_agent(&sim, &hub.url(), &args)?;
     let pass = measure_pass(&args, &sim, &agent).await?;
     let (writes, write_rate) = wave_rate(&sim);
     let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);

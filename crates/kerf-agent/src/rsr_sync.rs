@@ -21,10 +21,11 @@
 //! replaces it. An rsr whose stored spec the schema refuses (written by hand, or under an
 //! older CRD) is treated the same way when the hub lists nothing for its workload.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use futures::StreamExt;
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
 use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
 use kerf_api::validate::validate_recommendation_spec;
@@ -290,17 +291,21 @@ pub struct SyncReport {
 }
 
 /// Syncs every recommendation of `list` into rsrs, and marks rsrs the list no longer
-/// covers. Writes only what differs; one failing rsr does not stop the others.
+/// covers. Writes only what differs; one failing rsr does not stop the others. Up to
+/// `concurrency` rsrs are written at once; workloads of one namespace that share a name
+/// (and so may compete for one rsr name) are synced one after the other.
 pub async fn sync(
     client: &kube::Client,
     cache: &CacheSet,
     list: &RecommendationList,
     approvals: &[Approval],
     now: DateTime<Utc>,
+    concurrency: usize,
 ) -> (SyncReport, Vec<SyncError>) {
     let mut report = SyncReport::default();
     let mut errors = Vec::new();
     let mut listed = BTreeSet::new();
+    let mut groups: BTreeMap<(String, String), Vec<_>> = BTreeMap::new();
     for rec in &list.recommendations {
         let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
             continue;
@@ -311,7 +316,19 @@ pub async fn sync(
             report.no_workload += 1;
             continue;
         };
-        match sync_one(client, cache, rec, &workload, approvals, now).await {
+        let group = (rec.workload.namespace.clone(), rec.workload.name.clone());
+        groups.entry(group).or_default().push((rec, workload));
+    }
+    let jobs: Vec<_> = groups
+        .into_values()
+        .map(|group| sync_group(client, cache, group, approvals, now))
+        .collect();
+    let results: Vec<_> = futures::stream::iter(jobs)
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    for res in results.into_iter().flatten() {
+        match res {
             Ok(Some((name, reset))) => {
                 if reset {
                     report.reset.push(name.clone());
@@ -347,6 +364,21 @@ pub async fn sync(
         }
     }
     (report, errors)
+}
+
+/// Syncs the recommendations of `group` one after the other.
+async fn sync_group(
+    client: &kube::Client,
+    cache: &CacheSet,
+    group: Vec<(&Recommendation, Arc<WorkloadInfo>)>,
+    approvals: &[Approval],
+    now: DateTime<Utc>,
+) -> Vec<Result<Option<(String, bool)>, SyncError>> {
+    let mut out = Vec::with_capacity(group.len());
+    for (rec, workload) in group {
+        out.push(sync_one(client, cache, rec, &workload, approvals, now).await);
+    }
+    out
 }
 
 /// The names of the rsrs of `namespace`.

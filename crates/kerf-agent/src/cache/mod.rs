@@ -245,6 +245,11 @@ impl CacheSet {
         self.inner.workloads.read().all()
     }
 
+    /// The number of cached workloads.
+    pub fn workload_count(&self) -> usize {
+        self.inner.workloads.read().len()
+    }
+
     /// The pods of a workload: for a Deployment, the pods of every ReplicaSet it owns.
     pub fn pods_of(&self, key: &WorkloadKey) -> Vec<Arc<PodInfo>> {
         let pods = self.inner.pods.read();

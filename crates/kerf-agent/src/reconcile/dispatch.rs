@@ -1,12 +1,148 @@
 //! Passes over many workloads at once: each pass gets the part of the reconciler's
 //! [`Memory`] that belongs to its workload, runs with up to `reconcile.concurrency` others,
-//! and puts that part back when it ends. A workload is in one pass at a time: a round
-//! holds each key once, and the next round starts when this one ended.
+//! and puts that part back when it ends. The [`Queue`] hands out the workloads: a slot
+//! that frees takes the next ready workload at once (no pass waits for another's), and a
+//! workload is in one pass at a time: one that turns dirty during its pass gets the next
+//! pass after this one ends.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 
 use super::memory::{Attempts, Memory, ReportLedger, Schedule, WriteLedger};
 use crate::cache::{CacheSet, WorkloadKey};
+
+/// How many ranks of urgency the [`Queue`] keeps apart (0 first).
+const RANKS: usize = 3;
+
+/// The workloads waiting for a pass, ranked by urgency, and those in one.
+#[derive(Debug)]
+pub struct Queue<K> {
+    /// Ready keys, one lane per rank; a lane keeps the order keys came in.
+    lanes: [VecDeque<K>; RANKS],
+    /// The keys in a lane.
+    queued: HashSet<K>,
+    /// The keys in a pass.
+    running: HashSet<K>,
+    /// Keys that turned dirty during their pass, with their rank.
+    again: HashMap<K, u8>,
+    /// The number of passes at once.
+    limit: usize,
+}
+
+impl<K: Clone + Eq + Hash> Queue<K> {
+    /// An empty queue of `limit` slots (at least one).
+    pub fn new(limit: usize) -> Queue<K> {
+        Queue {
+            lanes: Default::default(),
+            queued: HashSet::new(),
+            running: HashSet::new(),
+            again: HashMap::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Marks `key` for a pass of urgency `rank` (0 first; higher ranks count as the
+    /// last). A key already waiting keeps its place; a key in a pass gets another one
+    /// after it.
+    pub fn push(&mut self, key: K, rank: u8) {
+        let rank = rank.min(u8::try_from(RANKS - 1).unwrap_or(0));
+        if self.running.contains(&key) {
+            let r = self.again.entry(key).or_insert(rank);
+            *r = (*r).min(rank);
+        } else if self.queued.insert(key.clone()) {
+            self.lanes[usize::from(rank)].push_back(key);
+        }
+    }
+
+    /// The next key to start a pass of, when a slot is free and a key is ready; the key
+    /// counts as in a pass until [`Queue::done`].
+    pub fn start(&mut self) -> Option<K> {
+        if self.running.len() >= self.limit {
+            return None;
+        }
+        let key = self.lanes.iter_mut().find_map(VecDeque::pop_front)?;
+        self.queued.remove(&key);
+        self.running.insert(key.clone());
+        Some(key)
+    }
+
+    /// Ends the pass of `key`; if it turned dirty meanwhile it is ready again.
+    pub fn done(&mut self, key: &K) {
+        self.running.remove(key);
+        if let Some(rank) = self.again.remove(key) {
+            self.push(key.clone(), rank);
+        }
+    }
+
+    /// Drops the mark of a trigger that came during `key`'s pass: it gets no pass after
+    /// this one (it backs off and its timer brings it back).
+    pub fn forget_again(&mut self, key: &K) {
+        self.again.remove(key);
+    }
+
+    /// The number of passes running.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// The number of keys waiting for a slot.
+    pub fn ready(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// The keys in a pass.
+    pub fn running_keys(&self) -> HashSet<K> {
+        self.running.clone()
+    }
+}
+
+/// A delivery report for events no ledger entry in the reconciler's memory names while
+/// passes ran: they may be reports those passes hold or sent. It waits until each of
+/// those passes ended.
+pub struct HeldReport {
+    /// The ids not yet matched.
+    pub report: crate::outbox::DeliveryReport,
+    /// The workloads whose passes ran when it came and have not ended yet.
+    pub waiting: HashSet<crate::cache::WorkloadKey>,
+}
+
+/// Splits `report` into the ids `known` names and the others.
+pub fn split_report(
+    report: crate::outbox::DeliveryReport,
+    known: impl Fn(&uuid::Uuid) -> bool,
+) -> (
+    Option<crate::outbox::DeliveryReport>,
+    Option<crate::outbox::DeliveryReport>,
+) {
+    use crate::outbox::DeliveryReport as R;
+    let part = |ids: Vec<uuid::Uuid>, make: fn(Vec<uuid::Uuid>) -> R| {
+        let (a, b): (Vec<_>, Vec<_>) = ids.into_iter().partition(|id| known(id));
+        let some = |v: Vec<uuid::Uuid>| (!v.is_empty()).then(|| make(v));
+        (some(a), some(b))
+    };
+    match report {
+        R::Acked(ids) => part(ids, R::Acked),
+        R::Dropped(ids) => part(ids, R::Dropped),
+        r @ R::Rejected { .. } => match &r {
+            R::Rejected { id, .. } if known(id) => (Some(r), None),
+            _ => (None, Some(r)),
+        },
+    }
+}
+
+/// Starts a pass (made by `start`) into `running` for every ready key while a slot is
+/// free.
+pub fn fill<K, F>(
+    queue: &mut Queue<K>,
+    running: &mut futures::stream::FuturesUnordered<F>,
+    mut start: impl FnMut(K) -> F,
+) where
+    K: Clone + Eq + Hash,
+{
+    while let Some(key) = queue.start() {
+        running.push(start(key));
+    }
+}
 
 /// The ids of the changes the rsrs of `key` hold: the failure counts kept under them
 /// belong to this workload's pass.
@@ -149,6 +285,96 @@ mod tests {
             values: Default::default(),
             policy_hash: "h".into(),
         }
+    }
+
+    #[test]
+    fn a_slot_that_frees_takes_the_next_ready_key_while_another_pass_still_runs() {
+        use futures::FutureExt;
+        use futures::future::BoxFuture;
+        use futures::stream::{FuturesUnordered, StreamExt};
+        // Slot count 2; the pass of "a" never ends (its sender is never used).
+        let (_hold, blocked) = tokio::sync::oneshot::channel::<()>();
+        let mut blocked = Some(blocked);
+        let mut queue = Queue::new(2);
+        for k in ["a", "b", "c", "d", "e"] {
+            queue.push(k, 2);
+        }
+        let mut running: FuturesUnordered<BoxFuture<'static, &'static str>> =
+            FuturesUnordered::new();
+        let mut ended = Vec::new();
+        for _ in 0..4 {
+            fill(&mut queue, &mut running, |k| match (k, blocked.take()) {
+                ("a", Some(rx)) => async move {
+                    let _ = rx.await;
+                    "a"
+                }
+                .boxed(),
+                (k, _) => async move { k }.boxed(),
+            });
+            assert_eq!(queue.running(), 2, "a slot is idle while a key is ready");
+            // The next pass to end is ready now: nothing waits for "a".
+            let Some(Some(k)) = running.next().now_or_never() else {
+                panic!("no pass ended while {} keys were ready", queue.ready());
+            };
+            queue.done(&k);
+            ended.push(k);
+        }
+        assert_eq!(ended, ["b", "c", "d", "e"]);
+        assert_eq!(queue.running(), 1, "only the pass of a still runs");
+        assert!(running.next().now_or_never().is_none());
+    }
+
+    #[test]
+    fn a_workload_dirty_during_its_pass_gets_one_more_pass_after_it() {
+        let mut queue = Queue::new(4);
+        queue.push("a", 2);
+        assert_eq!(queue.start(), Some("a"));
+        queue.push("a", 2);
+        queue.push("a", 2);
+        queue.push("b", 2);
+        // "a" is in a pass: it is not started twice at once.
+        assert_eq!(queue.start(), Some("b"));
+        assert_eq!(queue.start(), None);
+        queue.done(&"a");
+        assert_eq!(queue.start(), Some("a"));
+        assert_eq!(queue.start(), None, "one more pass, not one per trigger");
+        queue.done(&"a");
+        assert_eq!(queue.start(), None);
+        // A workload that backs off after its pass drops the trigger that came during it.
+        queue.push("b", 2);
+        queue.forget_again(&"b");
+        queue.done(&"b");
+        assert_eq!(queue.start(), None);
+    }
+
+    #[test]
+    fn urgent_keys_start_first_and_ranks_keep_their_order() {
+        let mut queue = Queue::new(8);
+        queue.push("idle-1", 2);
+        queue.push("watching", 1);
+        queue.push("idle-2", 7);
+        queue.push("in-flight", 0);
+        queue.push("idle-1", 0);
+        let order: Vec<_> = std::iter::from_fn(|| queue.start()).collect();
+        assert_eq!(order, ["in-flight", "watching", "idle-1", "idle-2"]);
+    }
+
+    #[test]
+    fn a_report_splits_into_the_ids_the_ledger_names_and_the_others() {
+        use crate::outbox::DeliveryReport as R;
+        let (known, other) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let is_known = |id: &uuid::Uuid| *id == known;
+        let (now, later) = split_report(R::Acked(vec![known, other]), is_known);
+        assert_eq!(now, Some(R::Acked(vec![known])));
+        assert_eq!(later, Some(R::Acked(vec![other])));
+        let (now, later) = split_report(R::Dropped(vec![other]), is_known);
+        assert_eq!((now, later), (None, Some(R::Dropped(vec![other]))));
+        let rejected = R::Rejected {
+            id: known,
+            message: "bad".into(),
+        };
+        let (now, later) = split_report(rejected.clone(), is_known);
+        assert_eq!((now, later), (Some(rejected), None));
     }
 
     fn shared() -> Memory {

@@ -27,12 +27,15 @@ mod sink;
 pub mod step;
 mod writer;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::FutureExt;
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
 
@@ -106,7 +109,7 @@ fn policy_mark(cache: &crate::cache::CacheSet) -> PolicyMark {
         .iter()
         .map(|p| (p.name.to_string(), p.resource_version.clone()))
         .collect();
-    (policies, cache.workloads().len())
+    (policies, cache.workload_count())
 }
 
 /// A delivery-report callback for the outbox and the receiver the reconciler reads.
@@ -118,10 +121,23 @@ pub fn ack_channel() -> (Reporter, mpsc::UnboundedReceiver<DeliveryReport>) {
     (reporter, rx)
 }
 
+/// A pass that ended: its workload, the part of the memory it took, and how it went and
+/// how long it took (none when the API server did not answer and it did not run).
+struct Ended {
+    key: WorkloadKey,
+    part: Memory,
+    ran: Option<(Result<(), KeyError>, Duration)>,
+}
+
+/// The passes running.
+type Running = FuturesUnordered<BoxFuture<'static, Ended>>;
+
 /// The reconciler of one leader term.
 pub struct Reconciler {
     ctx: Context,
     hub: watch::Receiver<HubState>,
+    /// The hub state passes read, as last seen through `hub`.
+    hub_now: Arc<HubState>,
     recorder: report::EventRecorder,
     acks: mpsc::UnboundedReceiver<DeliveryReport>,
     memory: Memory,
@@ -130,6 +146,8 @@ pub struct Reconciler {
     first_poll: Option<watch::Receiver<bool>>,
     /// An rsr sync was skipped or cut off by an API server outage.
     rsr_sync_owed: bool,
+    /// Delivery reports waiting for passes to end.
+    held: Vec<dispatch::HeldReport>,
 }
 
 impl Reconciler {
@@ -146,15 +164,18 @@ impl Reconciler {
             outbox,
         };
         let watcher = Arc::new(watcher(&ctx.settings.health));
+        let hub_now = Arc::new(hub.borrow().clone());
         Reconciler {
             ctx,
             hub,
+            hub_now,
             recorder,
             acks,
             memory: Memory::default(),
             watcher,
             first_poll: None,
             rsr_sync_owed: false,
+            held: Vec::new(),
         }
     }
 
@@ -212,7 +233,7 @@ impl Reconciler {
         if self.rsr_sync_owed {
             return;
         }
-        let hub = self.hub.borrow().clone();
+        let hub = self.hub_now.clone();
         let Some(list) = hub.last_good_recommendations.as_ref() else {
             return;
         };
@@ -222,17 +243,22 @@ impl Reconciler {
             .map(|c| c.value.approvals.clone())
             .unwrap_or_default();
         let now = self.ctx.clock.now();
+        let started = std::time::Instant::now();
         let (report, errors) = crate::rsr_sync::sync(
             &self.ctx.client,
             &self.ctx.cache,
             &list.value,
             &approvals,
             now,
+            usize::try_from(self.ctx.settings.reconcile.concurrency).unwrap_or(1),
         )
         .await;
-        if !report.applied.is_empty() || !report.withdrawn.is_empty() {
-            tracing::debug!(?report, "rsrs synced");
-        }
+        tracing::debug!(
+            took_ms = started.elapsed().as_millis(),
+            applied = report.applied.len(),
+            withdrawn = report.withdrawn.len(),
+            "rsrs synced"
+        );
         let up = self.ctx.api_health.is_up();
         self.rsr_sync_owed = !errors.is_empty() && !up;
         for e in errors {
@@ -245,14 +271,22 @@ impl Reconciler {
         }
     }
 
-    /// Runs until shutdown or until this replica stops leading.
+    /// Runs until shutdown or until this replica stops leading. The passes run from a
+    /// [`dispatch::Queue`]: each trigger marks workloads ready, and a pass starts whenever
+    /// a slot is free, while the loop keeps taking triggers.
     pub async fn run(mut self) {
         let mut changes = self.ctx.cache.subscribe();
         let mut shutdown = self.ctx.shutdown.clone();
         let mut leader = self.ctx.leader.clone();
         self.restore_pending();
         self.wait_first_poll().await;
+        // What the first sync mirrors is seen: only a later change of the hub state
+        // decides everything again.
+        self.hub_now = Arc::new(self.hub.borrow_and_update().clone());
         self.sync_rsrs().await;
+        let limit = usize::try_from(self.ctx.settings.reconcile.concurrency).unwrap_or(1);
+        let mut queue = dispatch::Queue::new(limit);
+        let mut running = Running::new();
         let mut dirty = self.all_keys();
         let mut resync = tokio::time::interval(RESYNC);
         let mut resyncs = 0u32;
@@ -261,40 +295,26 @@ impl Reconciler {
             if self.rsr_sync_owed && self.ctx.api_health.is_up() {
                 self.sync_rsrs().await;
             }
-            self.pass(std::mem::take(&mut dirty)).await;
+            self.enqueue(&mut queue, std::mem::take(&mut dirty));
+            self.start_passes(&mut queue, &mut running);
             self.sync_policies(&mut policies_seen).await;
-            let now = self.ctx.clock.now();
-            // The hub turning stale blocks new changes (EV-37): decide everything again then.
-            let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
-            let next_timer = self.memory.schedule.next_timer();
-            let next = match (next_timer, stale_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let mut sleep = if self.memory.schedule.requeued.is_empty() {
-                next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default())
-            } else {
-                // A pass acted: its next step follows at once.
-                Duration::ZERO
-            };
-            if self.rsr_sync_owed {
-                // Looks again soon for the API server's return.
-                sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
-            }
+            let (sleep, stale_at) = self.next_wake(self.ctx.clock.now());
             tokio::select! {
+                Some(ended) = running.next() => self.finish(&mut queue, ended),
                 c = changes.recv() => match c {
                     Ok(Change::Workload(k)) => { dirty.insert(k); }
                     Ok(Change::Namespace(ns)) => dirty.extend(self.all_keys().into_iter().filter(|k| k.namespace == ns)),
                     Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => dirty = self.all_keys(),
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(broadcast::error::RecvError::Closed) => break,
                 },
                 r = self.hub.changed() => {
-                    if r.is_err() { return; }
+                    if r.is_err() { break; }
+                    self.hub_now = Arc::new(self.hub.borrow_and_update().clone());
                     self.sync_rsrs().await;
                     dirty = self.all_keys();
                 }
                 Some(report) = self.acks.recv() => {
-                    dirty.extend(self.memory.reports.handle(report));
+                    dirty.extend(self.take_report(&queue, report));
                     dirty.extend(self.pending_holders());
                 }
                 _ = tokio::time::sleep(sleep) => {
@@ -304,7 +324,6 @@ impl Reconciler {
                         dirty = self.all_keys();
                     }
                     dirty.extend(self.memory.schedule.take_due(now));
-                    dirty.append(&mut self.memory.schedule.requeued);
                 }
                 _ = resync.tick() => {
                     self.prune_acked();
@@ -315,9 +334,14 @@ impl Reconciler {
                         dirty = self.all_keys();
                     }
                 }
-                _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
-                _ = leader.changed() => if !self.ctx.may_write() { return },
+                _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
+                _ = leader.changed() => if !self.ctx.may_write() { break },
             }
+        }
+        // The passes that started end as they would have: each checks the lease before
+        // any actuating write.
+        while let Some(ended) = running.next().await {
+            self.finish(&mut queue, ended);
         }
     }
 
@@ -387,88 +411,185 @@ impl Reconciler {
         }
     }
 
-    /// The workloads whose rsr has a rollback or a change in flight, then those under a
-    /// running health watch: a pass over many workloads (the first after a restart) takes
-    /// them first, so resuming what was cut off does not wait behind idle workloads.
-    fn urgent_first(&self, keys: BTreeSet<WorkloadKey>, now: DateTime<Utc>) -> Vec<WorkloadKey> {
-        if keys.len() < 2 {
-            return keys.into_iter().collect();
+    /// How long the loop waits for a trigger at most: until the next timer or the hub
+    /// turning stale (the second value: that blocks new changes, EV-37, so everything is
+    /// decided again then), [`RESYNC`] at most, and [`API_RECHECK`] while an rsr sync is
+    /// owed.
+    fn next_wake(&self, now: DateTime<Utc>) -> (Duration, Option<DateTime<Utc>>) {
+        let stale_at = self.hub.borrow().fresh_until.filter(|t| *t > now);
+        let next = match (self.memory.schedule.next_timer(), stale_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
+        if self.rsr_sync_owed {
+            // Looks again soon for the API server's return.
+            sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
         }
-        let rank: HashMap<WorkloadKey, u8> = self
-            .ctx
-            .cache
-            .rsrs()
-            .iter()
-            .filter_map(|r| {
-                let status = r.rsr.as_ref().ok()?.status.as_ref()?;
-                Some((r.workload.clone()?, urgency(status, now)))
-            })
-            .collect();
-        let mut ordered: Vec<WorkloadKey> = keys.into_iter().collect();
-        // Stable: the key order stays within a rank.
-        ordered.sort_by_key(|k| rank.get(k).copied().unwrap_or(URGENCY_NONE));
-        ordered
+        (sleep, stale_at)
     }
 
-    /// Runs the passes of `keys`, up to `reconcile.concurrency` at once, the urgent ones
-    /// started first. While the API server does not answer nothing starts: the workloads
-    /// are looked at again after [`API_RECHECK`].
-    async fn pass(&mut self, keys: BTreeSet<WorkloadKey>) {
+    /// Marks `keys` ready for a pass, a rollback or a change in flight first, then those
+    /// under a running health watch, so resuming what was cut off (the first pass after a
+    /// restart) does not wait behind idle workloads. A workload that backs off is left to
+    /// its timer.
+    fn enqueue(&self, queue: &mut dispatch::Queue<WorkloadKey>, keys: BTreeSet<WorkloadKey>) {
         let now = self.ctx.clock.now();
-        let mut jobs = Vec::new();
-        for key in self.urgent_first(keys, now) {
+        for key in keys {
             if let Some((_, until)) = self.memory.schedule.backoff.get(&key)
                 && *until > now
             {
                 continue;
             }
-            let ids = dispatch::change_ids(&self.ctx.cache, &key);
-            let part = dispatch::take(&mut self.memory, &key, &ids);
-            jobs.push((key, part));
+            let rank = self
+                .ctx
+                .cache
+                .rsrs_for(&key)
+                .iter()
+                .filter_map(|r| Some(urgency(r.rsr.as_ref().ok()?.status.as_ref()?, now)))
+                .min()
+                .unwrap_or(URGENCY_NONE);
+            queue.push(key, rank);
         }
-        let hub = self.hub.borrow().clone();
+    }
+
+    /// Starts a pass for every ready workload while a slot is free. While the API server
+    /// does not answer a pass does not run: its workload is looked at again after
+    /// [`API_RECHECK`].
+    fn start_passes(&mut self, queue: &mut dispatch::Queue<WorkloadKey>, running: &mut Running) {
         let Reconciler {
             ctx,
+            hub_now,
             recorder,
             watcher,
             memory,
             ..
         } = self;
-        let limit = usize::try_from(ctx.settings.reconcile.concurrency).unwrap_or(1);
-        let (ctx, hub, recorder, watcher) = (&*ctx, &hub, &*recorder, &**watcher);
-        let mut passes = futures::stream::iter(jobs)
-            .map(|(key, mut part)| async move {
+        dispatch::fill(queue, running, |key| {
+            let ids = dispatch::change_ids(&ctx.cache, &key);
+            let mut part = dispatch::take(memory, &key, &ids);
+            let (ctx, hub, recorder, watcher) = (
+                ctx.clone(),
+                hub_now.clone(),
+                recorder.clone(),
+                watcher.clone(),
+            );
+            async move {
                 if !ctx.api_health.is_up() {
-                    return (key, part, None);
+                    return Ended {
+                        key,
+                        part,
+                        ran: None,
+                    };
                 }
                 let started = std::time::Instant::now();
-                let res = reconcile_key(ctx, hub, recorder, &mut part, watcher, &key).await;
-                (key, part, Some((res, started.elapsed())))
-            })
-            .buffer_unordered(limit.max(1));
-        while let Some((key, part, ran)) = passes.next().await {
-            dispatch::put_back(memory, part);
-            let Some((res, took)) = ran else {
-                memory.schedule.wake_at(now + API_RECHECK, &key);
-                continue;
-            };
-            let result = match &res {
-                Ok(()) => "ok",
-                Err(e) => e.category(),
-            };
-            ctx.metrics
-                .reconcile
-                .duration
-                .get_or_create(&crate::metrics::ResultLabel {
-                    result: result.to_owned(),
-                })
-                .observe(took.as_secs_f64());
-            match res {
-                Ok(()) => {
-                    memory.schedule.backoff.remove(&key);
-                }
-                Err(e) => back_off(memory, &key, &e, now),
+                let res = reconcile_key(&ctx, &hub, &recorder, &mut part, &watcher, &key).await;
+                let ran = Some((res, started.elapsed()));
+                Ended { key, part, ran }
             }
+            .boxed()
+        });
+    }
+
+    /// Takes back what an ended pass held, frees its slot and schedules its workload: at
+    /// once after a step that acted, after a backoff after an error (a trigger during the
+    /// pass then waits for the backoff's timer, as a trigger after it does).
+    fn finish(&mut self, queue: &mut dispatch::Queue<WorkloadKey>, ended: Ended) {
+        let Ended { key, part, ran } = ended;
+        dispatch::put_back(&mut self.memory, part);
+        for k in self.release_held(&key) {
+            queue.push(k, URGENCY_NONE);
+        }
+        let now = self.ctx.clock.now();
+        match ran {
+            Some((res, took)) => self.count(&key, res, took, now),
+            None => self.memory.schedule.wake_at(now + API_RECHECK, &key),
+        }
+        let memory = &mut self.memory;
+        if memory
+            .schedule
+            .backoff
+            .get(&key)
+            .is_some_and(|(_, until)| *until > now)
+        {
+            queue.forget_again(&key);
+        }
+        queue.done(&key);
+        // A pass that acted is followed at once by the next one (key.rs).
+        for k in std::mem::take(&mut memory.schedule.requeued) {
+            queue.push(k, 0);
+        }
+        tracing::debug!(workload = %key, running = queue.running(), ready = queue.ready(), "slot freed");
+    }
+
+    /// Takes a delivery report in; returns the workloads whose status should record it.
+    /// Ids no ledger entry names while passes run wait until those passes ended (they
+    /// may hold the entry).
+    fn take_report(
+        &mut self,
+        queue: &dispatch::Queue<WorkloadKey>,
+        report: DeliveryReport,
+    ) -> BTreeSet<WorkloadKey> {
+        let ledger = &mut self.memory.reports;
+        let (now, later) = dispatch::split_report(report, |id| ledger.in_flight.contains_key(id));
+        let mut keys = now.map(|r| ledger.handle(r)).unwrap_or_default();
+        match later {
+            Some(report) if queue.running() > 0 => self.held.push(dispatch::HeldReport {
+                report,
+                waiting: queue.running_keys(),
+            }),
+            Some(report) => keys.extend(ledger.handle(report)),
+            None => {}
+        }
+        keys
+    }
+
+    /// After the pass of `key` ended: the held reports its entries answer, and those no
+    /// running pass can answer any more, are taken in.
+    fn release_held(&mut self, key: &WorkloadKey) -> BTreeSet<WorkloadKey> {
+        let mut keys = BTreeSet::new();
+        let ledger = &mut self.memory.reports;
+        for mut h in std::mem::take(&mut self.held) {
+            h.waiting.remove(key);
+            let (now, later) =
+                dispatch::split_report(h.report, |id| ledger.in_flight.contains_key(id));
+            keys.extend(now.map(|r| ledger.handle(r)).unwrap_or_default());
+            match later {
+                Some(report) if h.waiting.is_empty() => keys.extend(ledger.handle(report)),
+                Some(report) => self.held.push(dispatch::HeldReport {
+                    report,
+                    waiting: h.waiting,
+                }),
+                None => {}
+            }
+        }
+        keys
+    }
+
+    /// Counts the pass of `key` that ran for `took` and ended with `res`; an error backs
+    /// off.
+    fn count(
+        &mut self,
+        key: &WorkloadKey,
+        res: Result<(), KeyError>,
+        took: Duration,
+        now: DateTime<Utc>,
+    ) {
+        let result = match &res {
+            Ok(()) => "ok",
+            Err(e) => e.category(),
+        };
+        let label = crate::metrics::ResultLabel {
+            result: result.to_owned(),
+        };
+        let duration = &self.ctx.metrics.reconcile.duration;
+        duration.get_or_create(&label).observe(took.as_secs_f64());
+        tracing::debug!(workload = %key, took_ms = took.as_millis(), result, "pass ended");
+        match res {
+            Ok(()) => {
+                self.memory.schedule.backoff.remove(key);
+            }
+            Err(e) => back_off(&mut self.memory, key, &e, now),
         }
     }
 }

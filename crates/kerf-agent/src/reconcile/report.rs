@@ -66,7 +66,10 @@ impl EventRecorder {
         let Ok(obj) = serde_json::from_value::<K8sEvent>(body) else {
             return;
         };
-        match api.create(&PostParams::default(), &obj).await {
+        let started = std::time::Instant::now();
+        let res = api.create(&PostParams::default(), &obj).await;
+        tracing::debug!(rsr = %rsr.name, took_ms = started.elapsed().as_millis(), "Kubernetes Event written");
+        match res {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {

@@ -42,8 +42,10 @@ impl Writer {
         if *s == self.last {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let rv =
             intent::write_status(&self.api, &self.name, &self.rv, self.spec.as_ref(), s).await?;
+        tracing::debug!(rsr = %self.name, took_ms = started.elapsed().as_millis(), "rsr status written");
         self.replaced.push(std::mem::replace(&mut self.rv, rv));
         self.last = s.clone();
         Ok(())
