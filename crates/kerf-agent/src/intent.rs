@@ -17,7 +17,7 @@
 use chrono::{DateTime, Duration, Utc};
 use kerf_api::event::{Event, EventContainer, EventType, EventWorkload};
 use kerf_api::rsr::{
-    ChangeRecord, ChangeState, EventIds, RightsizingRecommendationStatus, WatchStatus,
+    ChangeRecord, ChangeState, EventIds, HpaChange, RightsizingRecommendationStatus, WatchStatus,
 };
 use kerf_api::wellknown as wk;
 use kerf_decide::pipeline::ApplyPlan;
@@ -139,6 +139,22 @@ pub fn event_id(recorded: Option<&String>) -> Uuid {
         .unwrap_or_else(Uuid::new_v4)
 }
 
+/// An event about `change` with its id and type (`head`): it names the change's
+/// recommendation and resources.
+pub(crate) fn change_event(
+    change: &ChangeRecord,
+    head: (Uuid, EventType),
+    workload: EventWorkload,
+    reason: &str,
+    time: DateTime<Utc>,
+) -> Event {
+    let (id, type_) = head;
+    let mut e = Event::new(id, type_, time, workload, reason);
+    e.recommendation_id = Some(change.recommendation_id.clone());
+    e.resources = change.resources.clone();
+    e
+}
+
 /// The `applied` event of a change, with the id its intent recorded (EV-10..EV-12,
 /// EV-23, EV-24, EV-26).
 pub fn applied_event(
@@ -152,16 +168,9 @@ pub fn applied_event(
     } else {
         wk::REASON_RECOMMENDATION_APPLIED
     };
-    let mut e = Event::new(
-        event_id(change.event_ids.applied.as_ref()),
-        EventType::Applied,
-        time,
-        workload,
-        reason,
-    );
-    e.recommendation_id = Some(change.recommendation_id.clone());
+    let id = event_id(change.event_ids.applied.as_ref());
+    let mut e = change_event(change, (id, EventType::Applied), workload, reason, time);
     e.strategy = Some(change.strategy.as_str().to_owned());
-    e.resources = change.resources.clone();
     e.containers = change
         .containers
         .iter()
@@ -180,17 +189,23 @@ pub fn applied_event(
         }
     }
     if let Some(h) = &change.hpa {
-        e.details.insert(wk::DETAIL_HPA.to_owned(), h.name.clone());
-        e.details.insert(
-            wk::DETAIL_HPA_RESOURCE.to_owned(),
-            h.resource.as_str().to_owned(),
-        );
-        e.details
-            .insert(wk::DETAIL_HPA_TARGET_FROM.to_owned(), h.from.to_string());
-        e.details
-            .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
+        insert_hpa_details(&mut e, h);
     }
     e.with_message(&crate::event_text::applied(change))
+}
+
+/// Names the HPA target change `h` in the details of `e`: the HPA, its resource and the
+/// target before and after.
+pub(crate) fn insert_hpa_details(e: &mut Event, h: &HpaChange) {
+    e.details.insert(wk::DETAIL_HPA.to_owned(), h.name.clone());
+    e.details.insert(
+        wk::DETAIL_HPA_RESOURCE.to_owned(),
+        h.resource.as_str().to_owned(),
+    );
+    e.details
+        .insert(wk::DETAIL_HPA_TARGET_FROM.to_owned(), h.from.to_string());
+    e.details
+        .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
 }
 
 /// The `fallback` event of a change (AP-11): strategy is the new one, rollout. Records
@@ -202,16 +217,9 @@ pub fn fallback_event(
     message: &str,
     time: DateTime<Utc>,
 ) -> Event {
-    let mut e = Event::new(
-        allocate(&mut change.event_ids.fallback),
-        EventType::Fallback,
-        time,
-        workload,
-        reason,
-    );
-    e.recommendation_id = Some(change.recommendation_id.clone());
+    let id = allocate(&mut change.event_ids.fallback);
+    let mut e = change_event(change, (id, EventType::Fallback), workload, reason, time);
     e.strategy = Some(kerf_api::Strategy::Rollout.as_str().to_owned());
-    e.resources = change.resources.clone();
     e.with_message(&crate::event_text::fallback(change, message))
 }
 
@@ -227,14 +235,8 @@ pub fn released_event(
     time: DateTime<Utc>,
 ) -> Event {
     let (previous_mode, new_mode) = modes;
-    let mut e = Event::new(
-        id,
-        EventType::Released,
-        time,
-        workload,
-        wk::REASON_MODE_CHANGED,
-    );
-    e.recommendation_id = Some(change.recommendation_id.clone());
+    let head = (id, EventType::Released);
+    let mut e = change_event(change, head, workload, wk::REASON_MODE_CHANGED, time);
     e.strategy = Some(change.strategy.as_str().to_owned());
     e.resources = resources.to_vec();
     e.details.insert(
@@ -278,15 +280,8 @@ pub fn failed_event(
     message: &str,
     time: DateTime<Utc>,
 ) -> Event {
-    let mut e = Event::new(
-        event_id(change.event_ids.failed.as_ref()),
-        EventType::Failed,
-        time,
-        workload,
-        reason,
-    );
-    e.recommendation_id = Some(change.recommendation_id.clone());
-    e.resources = change.resources.clone();
+    let id = event_id(change.event_ids.failed.as_ref());
+    let mut e = change_event(change, (id, EventType::Failed), workload, reason, time);
     e.details.insert(
         wk::DETAIL_ERROR.to_owned(),
         kerf_api::event::cut_message(message).to_owned(),

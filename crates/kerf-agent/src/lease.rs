@@ -15,36 +15,19 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+use crate::metrics::set::metric_set;
 use crate::settings::{LEASE_SAFETY_MARGIN, LeaderElectionSettings};
 
-/// Leader election metrics.
-#[derive(Clone, Debug, Default)]
-pub struct LeaderMetrics {
-    /// `kerf_agent_leader`: 1 while this replica holds the Lease.
-    pub leader: Gauge,
-    /// `kerf_agent_leader_transitions_total`: times this replica gained or lost the Lease.
-    pub transitions: Counter,
-}
-
-impl LeaderMetrics {
-    /// Registers the metrics in `registry` (the agent's `kerf_agent` registry).
-    pub fn register(registry: &mut Registry) -> LeaderMetrics {
-        let m = LeaderMetrics::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the Lease",
-            m.leader.clone(),
-        );
-        registry.register(
-            "leader_transitions",
-            "Times this replica gained or lost the Lease",
-            m.transitions.clone(),
-        );
-        m
+metric_set! {
+    /// Leader election metrics.
+    pub struct LeaderMetrics {
+        /// `kerf_agent_leader`: 1 while this replica holds the Lease.
+        leader: Gauge => "leader", "1 while this replica holds the Lease";
+        /// `kerf_agent_leader_transitions_total`: times this replica gained or lost the Lease.
+        transitions: Counter => "leader_transitions", "Times this replica gained or lost the Lease";
     }
 }
 

@@ -26,6 +26,7 @@ use crate::lease::LeaderMetrics;
 use crate::outbox::OutboxMetrics;
 
 pub mod applied;
+pub(crate) mod set;
 
 /// Prefix of every metric of the agent.
 pub const PREFIX: &str = "kerf_agent";
@@ -156,17 +157,26 @@ impl WebhookMetrics {
     /// Registers the metrics under `webhook_` in `registry` (the agent's `kerf_agent`
     /// registry).
     pub fn register(registry: &mut Registry) -> WebhookMetrics {
+        let buckets = exponential_buckets(0.0005, 2.0, 14);
+        WebhookMetrics::register_with(registry.sub_registry_with_prefix("webhook"), buckets)
+    }
+
+    /// Registers `requests` and `request_duration_seconds` (with `buckets`) in `registry`
+    /// itself.
+    pub fn register_with(
+        registry: &mut Registry,
+        buckets: impl Iterator<Item = f64>,
+    ) -> WebhookMetrics {
         let m = WebhookMetrics {
             requests: Family::default(),
-            duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            duration: Histogram::new(buckets),
         };
-        let r = registry.sub_registry_with_prefix("webhook");
-        r.register(
+        registry.register(
             "requests",
             "Admission requests by result",
             m.requests.clone(),
         );
-        r.register(
+        registry.register(
             "request_duration_seconds",
             "Time to answer an admission request",
             m.duration.clone(),

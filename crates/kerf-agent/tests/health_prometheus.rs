@@ -11,7 +11,7 @@ use chrono::{Duration, Utc};
 use health_support::*;
 use kerf_agent::executor::resize::resize_pod;
 use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
-use kerf_api::{Resource, Strategy};
+use kerf_api::Resource;
 use kerf_decide::health::BreachReason;
 use kerf_sim::kubelet::{Fault, inject, serve_control};
 use serde_json::json;
@@ -102,13 +102,8 @@ async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Res
     .await?;
     let ps = running_pods(&client, "prom", 2, || {}).await?;
     let t0 = Utc::now();
-    let change = applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu],
-        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
-        t0,
-    );
-    let to = vec![("app".to_owned(), change.containers[0].to.clone())];
+    let change = cpu_change(t0);
+    let to = app_to(&change);
     for p in &ps {
         resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
         let f = Fault::Throttle {

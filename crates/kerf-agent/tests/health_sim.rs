@@ -172,15 +172,7 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
         workload: "oom".into(),
         writes: Vec::new(),
     };
-    let change = applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu, Resource::Memory],
-        vec![app_change(
-            req(Some("100m"), Some("64Mi")),
-            req(Some("80m"), Some("48Mi")),
-        )],
-        Utc::now(),
-    );
+    let change = cpu_memory_change(Utc::now());
     let ps = in_place(&client, "oom", &change).await?;
     let mut status = watching(
         change.clone(),
@@ -280,15 +272,7 @@ async fn rb_07_restarts_roll_back_every_touched_resource() -> anyhow::Result<()>
     )
     .await?;
     let mut writer = rsr(&client, &wl).await?;
-    let change = applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu, Resource::Memory],
-        vec![app_change(
-            req(Some("100m"), Some("64Mi")),
-            req(Some("80m"), Some("48Mi")),
-        )],
-        Utc::now(),
-    );
+    let change = cpu_memory_change(Utc::now());
     let ps = in_place(&client, "rst", &change).await?;
     let mut status = watching(change, Utc::now(), Some(Utc::now() + Duration::minutes(30)));
     let w = Watcher::with_source(ThrottlingSource::Off, Duration::minutes(2));
@@ -334,7 +318,7 @@ async fn rb_23_a_rollout_change_rolls_back_by_template_apply() -> anyhow::Result
         Utc::now(),
     );
     running_pods(&client, "ro", 2, || {}).await?;
-    let to = vec![("app".to_owned(), change.containers[0].to.clone())];
+    let to = app_to(&change);
     apply_template(client.clone(), &wl, &to, &[Resource::Memory]).await?;
     let mut rolled = Vec::new();
     for _ in 0..400 {
@@ -384,13 +368,8 @@ async fn rb_17_throttling_through_the_cadvisor_fallback_rolls_cpu_back() -> anyh
     let tick = || clock.advance(StdDuration::from_millis(100));
     let ps = running_pods(&client, "thr", 2, tick).await?;
     let t0 = clock.now();
-    let change = applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu],
-        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
-        t0,
-    );
-    let to = vec![("app".to_owned(), change.containers[0].to.clone())];
+    let change = cpu_change(t0);
+    let to = app_to(&change);
     for p in &ps {
         resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
     }

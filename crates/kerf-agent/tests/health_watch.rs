@@ -13,24 +13,6 @@ fn watcher() -> Watcher {
     Watcher::with_source(ThrottlingSource::Off, Duration::minutes(2))
 }
 
-fn memory_change(at: chrono::DateTime<Utc>) -> kerf_api::rsr::ChangeRecord {
-    applied_change(
-        Strategy::InPlace,
-        vec![Resource::Memory],
-        vec![app_change(req(None, Some("64Mi")), req(None, Some("48Mi")))],
-        at,
-    )
-}
-
-fn cpu_change(at: chrono::DateTime<Utc>) -> kerf_api::rsr::ChangeRecord {
-    applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu],
-        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
-        at,
-    )
-}
-
 fn input<'a>(
     pods: &'a [std::sync::Arc<kerf_agent::cache::PodInfo>],
     now: chrono::DateTime<Utc>,
@@ -104,15 +86,7 @@ async fn rb_10_restarts_add_up_over_all_pods_and_roll_back_every_touched_resourc
     let client = offline_client().unwrap();
     let t0 = Utc::now();
     let created = t0 - Duration::hours(1);
-    let change = applied_change(
-        Strategy::InPlace,
-        vec![Resource::Cpu, Resource::Memory],
-        vec![app_change(
-            req(Some("100m"), Some("64Mi")),
-            req(Some("80m"), Some("48Mi")),
-        )],
-        t0,
-    );
+    let change = cpu_memory_change(t0);
     let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
     let w = watcher();
     let pods = vec![

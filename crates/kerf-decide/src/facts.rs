@@ -115,20 +115,7 @@ pub enum ContainerRole {
     Init,
 }
 
-impl jvm::TemplateContainer for ContainerFacts {
-    fn image(&self) -> &str {
-        &self.image
-    }
-    fn command(&self) -> &[String] {
-        &self.command
-    }
-    fn args(&self) -> &[String] {
-        &self.args
-    }
-    fn env(&self) -> &[(String, String)] {
-        &self.env
-    }
-}
+jvm::template_container!(ContainerFacts);
 
 impl ContainerFacts {
     /// Whether Kerf may change this container (design D8).

@@ -42,20 +42,30 @@ pub struct ContainerView {
     pub env: Vec<(String, String)>,
 }
 
-impl TemplateContainer for ContainerView {
-    fn image(&self) -> &str {
-        &self.image
-    }
-    fn command(&self) -> &[String] {
-        &self.command
-    }
-    fn args(&self) -> &[String] {
-        &self.args
-    }
-    fn env(&self) -> &[(String, String)] {
-        &self.env
-    }
+/// Implements [`TemplateContainer`] for a struct with the fields of [`ContainerView`]
+/// (`image`, `command`, `args`, `env`).
+macro_rules! template_container {
+    ($container:ty) => {
+        impl $crate::jvm::TemplateContainer for $container {
+            fn image(&self) -> &str {
+                &self.image
+            }
+            fn command(&self) -> &[String] {
+                &self.command
+            }
+            fn args(&self) -> &[String] {
+                &self.args
+            }
+            fn env(&self) -> &[(String, String)] {
+                &self.env
+            }
+        }
+    };
 }
+
+pub(crate) use template_container;
+
+template_container!(ContainerView);
 
 /// What a container runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,17 +129,20 @@ pub fn jvm_or_python(container: &(impl TemplateContainer + ?Sized)) -> bool {
 /// Every command and args token, and every whitespace-separated word of the JVM option
 /// variables' literal values.
 fn tokens<C: TemplateContainer + ?Sized>(c: &C) -> impl Iterator<Item = &str> {
-    let argv = c
-        .command()
-        .iter()
-        .chain(c.args())
-        .flat_map(|s| s.split_whitespace());
     let env = c
         .env()
         .iter()
         .filter(|(k, _)| JVM_OPTION_VARS.contains(&k.as_str()))
         .flat_map(|(_, v)| v.split_whitespace());
-    argv.chain(env)
+    argv(c).chain(env)
+}
+
+/// Every whitespace-separated word of the command and the args.
+fn argv<C: TemplateContainer + ?Sized>(c: &C) -> impl Iterator<Item = &str> {
+    c.command()
+        .iter()
+        .chain(c.args())
+        .flat_map(|s| s.split_whitespace())
 }
 
 /// The file name of a path (`/usr/bin/java` -> `java`).
@@ -160,12 +173,7 @@ fn starts_with_word(name: &str, word: &str) -> bool {
 }
 
 fn looks_like_jvm<C: TemplateContainer + ?Sized>(c: &C) -> bool {
-    let argv = c
-        .command()
-        .iter()
-        .chain(c.args())
-        .flat_map(|s| s.split_whitespace());
-    let by_argv = argv.into_iter().any(|t| {
+    let by_argv = argv(c).any(|t| {
         file_name(t) == "java"
             || t == "-jar"
             || ["-Xmx", "-Xms", "-XX:", "-javaagent"]
@@ -182,12 +190,7 @@ fn looks_like_jvm<C: TemplateContainer + ?Sized>(c: &C) -> bool {
 }
 
 fn looks_like_python<C: TemplateContainer + ?Sized>(c: &C) -> bool {
-    let argv = c
-        .command()
-        .iter()
-        .chain(c.args())
-        .flat_map(|s| s.split_whitespace());
-    let by_argv = argv.into_iter().any(|t| {
+    let by_argv = argv(c).any(|t| {
         let f = file_name(t);
         f.starts_with("python") || f.starts_with("pypy") || PYTHON_PROGRAMS.contains(&f)
     });

@@ -128,8 +128,14 @@ fn percent_decode(s: &str) -> String {
 /// A JSON answer.
 pub fn json_response(code: u16, body: &Value) -> Response<Body> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut r = Response::new(Body::from(bytes));
-    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_body_response(status, Body::from(bytes))
+}
+
+/// An answer of `status` whose `body` is JSON, not to be cached.
+pub fn json_body_response(status: StatusCode, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),

@@ -46,8 +46,8 @@ where
 pub use cleanup::{clean_up, ensure_namespace};
 pub use objects::Web;
 pub use objects::{
-    condition, is_ready, manager, metric_sample, pod_names, pod_resources, policy_api, policy_spec,
-    rsr_api, template_resources,
+    assert_pod_requests, assert_template_requests, condition, is_ready, manager, metric_sample,
+    pod_names, pod_resources, policy_api, policy_spec, rsr_api, template_resources,
 };
 
 /// The cluster name the agent uses at the dev hub.

@@ -5,7 +5,10 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, manager, pod_resources, policy_spec, template_resources};
+use e2e_support::{
+    AgentOptions, Env, assert_pod_requests, assert_template_requests, manager, pod_resources,
+    policy_spec, template_resources,
+};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kerf_api::event::EventType;
 use kube::Api;
@@ -49,16 +52,10 @@ async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<(
     old.sort();
     assert_eq!(names, old, "pods were replaced");
     for p in &pods {
-        assert_eq!(
-            pod_resources(p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(p, "150m", "200Mi");
     }
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "200m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "200m", "256Mi");
     assert_eq!(d["metadata"]["generation"], generation);
     assert!(
         manager(&d, "kerf").is_none(),
@@ -135,10 +132,7 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
         rsr["status"]
     );
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "200Mi"})
-    );
+    assert_template_requests(&d, "150m", "200Mi");
     let kerf =
         manager(&d, "kerf").ok_or_else(|| anyhow::anyhow!("no kerf entry: {}", d["metadata"]))?;
     assert_eq!(kerf["operation"], "Apply");
@@ -253,10 +247,7 @@ async fn deferred_waits_for_the_window_then_goes_in_as_a_rollout() -> anyhow::Re
         "applied before the window opened"
     );
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "200Mi"})
-    );
+    assert_template_requests(&d, "150m", "200Mi");
     assert!(manager(&d, "kerf").is_some());
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
     assert_eq!(applied.len(), 1);

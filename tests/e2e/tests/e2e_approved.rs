@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, condition, manager, pod_names, pod_resources, template_resources,
+    AgentOptions, CLUSTER, Env, assert_pod_requests, assert_template_requests, condition, manager,
+    pod_names, pod_resources, template_resources,
 };
 use kerf_api::event::{EventType, EventWorkload};
 use kerf_api::hub::{Approval, ClusterConfig, ClusterFlags, PauseScope};
@@ -160,10 +161,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     .await?;
     let pods = env.wait_ready("web", 2).await?;
     for p in &pods {
-        assert_eq!(
-            pod_resources(p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(p, "150m", "200Mi");
     }
 
     // A new recommendation: the approval of the old one does not carry it over (the
@@ -244,10 +242,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
         "{}",
         d["metadata"]["managedFields"]
     );
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "120m", "memory": "180Mi"})
-    );
+    assert_template_requests(&d, "120m", "180Mi");
     env.stop_agent().await;
     Ok(())
 }
@@ -339,10 +334,7 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
         "in-place keeps the pods"
     );
     for p in &pods {
-        assert_eq!(
-            pod_resources(p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(p, "150m", "200Mi");
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);

@@ -9,11 +9,10 @@ mod e2e_support;
 use std::time::Duration;
 
 use e2e_support::{
-    AgentOptions, Env, WAIT, pod_names, pod_resources, policy_spec, template_resources,
+    AgentOptions, Env, WAIT, assert_template_requests, pod_names, pod_resources, policy_spec,
 };
 use kerf_api::event::EventType;
 use kerf_sim::api::resize::faults::ADMIN_USER;
-use serde_json::json;
 
 // sim
 // rule: EV-08, EV-13, EV-47, EV-51, design D17
@@ -119,10 +118,7 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     );
     let d = env.deployment_json("web").await?;
     assert_eq!(d["metadata"]["generation"], generation);
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "200m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "200m", "256Mi");
     assert!(e2e_support::manager(&d, "kerf").is_none());
     for p in env.pods("web").await? {
         assert_eq!(pod_resources(&p)["requests"]["cpu"], "200m");

@@ -6,7 +6,8 @@ mod e2e_support;
 use std::time::Duration;
 
 use e2e_support::{
-    AgentOptions, Env, Web, condition, pod_resources, policy_spec, template_resources,
+    AgentOptions, Env, Web, assert_pod_requests, assert_template_requests, condition,
+    pod_resources, policy_spec,
 };
 use kerf_api::event::EventType;
 use serde_json::json;
@@ -42,16 +43,10 @@ async fn low_confidence_blocks_and_keeps_the_values() -> anyhow::Result<()> {
     assert_eq!(env.hub_events("web", EventType::Blocked).len(), 1);
     assert!(env.hub_events("web", EventType::Applied).is_empty());
     for p in env.pods("web").await? {
-        assert_eq!(
-            pod_resources(&p)["requests"],
-            json!({"cpu": "200m", "memory": "256Mi"})
-        );
+        assert_pod_requests(&p, "200m", "256Mi");
     }
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "200m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "200m", "256Mi");
     assert!(e2e_support::manager(&d, "kerf").is_none());
     let rsr = env.wait_phase("web", "Blocked").await?;
     assert!(

@@ -6,7 +6,9 @@ mod e2e_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, WAIT, condition, pod_resources, template_resources};
+use e2e_support::{
+    AgentOptions, Env, WAIT, assert_pod_requests, condition, pod_resources, template_resources,
+};
 use kerf_agent::clock::SystemClock;
 use kerf_agent::runtime::Agent;
 use kerf_api::event::EventType;
@@ -227,10 +229,7 @@ async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> 
         rsr["status"]
     );
     for p in env.wait_ready("web", 2).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"],
-            json!({"cpu": "120m", "memory": "180Mi"})
-        );
+        assert_pod_requests(&p, "120m", "180Mi");
     }
     env.stop_agent().await;
     Ok(())

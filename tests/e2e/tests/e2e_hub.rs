@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use e2e_support::{AgentOptions, CLUSTER, Env, condition, eventually, pod_resources, policy_spec};
+use e2e_support::{
+    AgentOptions, CLUSTER, Env, assert_pod_requests, condition, eventually, policy_spec,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kerf_api::event::EventType;
 use kerf_api::hub::{ClusterConfig, PauseScope};
@@ -90,10 +92,7 @@ async fn a_pause_in_the_hub_blocks_changes_with_paused_until_resumed() -> anyhow
     env.hub.pause(CLUSTER, None);
     env.wait_phase("web", "Applied").await?;
     for p in env.wait_ready("web", 2).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(&p, "150m", "200Mi");
     }
     let data = hub_state_data(&env, false).await?;
     assert_eq!(data["cluster"], CLUSTER);

@@ -2,7 +2,7 @@
 
 mod e2e_support;
 
-use e2e_support::{Env, Web, manager, template_resources};
+use e2e_support::{Env, Web, assert_template_requests, manager};
 use kerf_api::event::EventType;
 use serde_json::json;
 
@@ -30,10 +30,7 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
         rsr["status"]
     );
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "200Mi"})
-    );
+    assert_template_requests(&d, "150m", "200Mi");
     // No ghost owner: neither `kerf` nor `kerf-released` (nor any `kerf*`) is left, and
     // removing the entries changed neither the values nor the generation (no rollout).
     let managers: Vec<&str> = d["metadata"]["managedFields"]
@@ -89,10 +86,7 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
         )
         .await?;
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "250m", "memory": "300Mi"})
-    );
+    assert_template_requests(&d, "250m", "300Mi");
 
     // The next `kubectl apply` from Git restores the Git values.
     let git = json!({
@@ -107,10 +101,7 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
         .patch("web", &pp, &kube::api::Patch::Strategic(&git))
         .await?;
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "200m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "200m", "256Mi");
     env.stop_agent().await;
     Ok(())
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 use e2e_support::{
-    AgentOptions, CLUSTER, Env, WAIT, condition, manager, pod_names, pod_resources, policy_spec,
-    template_resources,
+    AgentOptions, CLUSTER, Env, WAIT, assert_pod_requests, assert_template_requests, condition,
+    manager, pod_names, policy_spec, template_resources,
 };
 use kerf_api::Resource;
 use kerf_api::event::{Event, EventType};
@@ -155,10 +155,7 @@ async fn leaving_auto_patch_for_cpu_releases_cpu_only() -> anyhow::Result<()> {
     let d = env.deployment_json("web").await?;
     assert!(kerf_fields(&d).is_empty(), "{}", d["metadata"]);
     assert!(manager(&d, "kerf").is_none(), "{}", d["metadata"]);
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "200Mi"})
-    );
+    assert_template_requests(&d, "150m", "200Mi");
     env.stop_agent().await;
     Ok(())
 }
@@ -236,10 +233,7 @@ async fn a_freeze_or_a_pause_holds_the_release_and_is_reported_for_its_resource(
     assert_eq!(events[0].resources, vec![Resource::Cpu]);
     let d = env.deployment_json("web").await?;
     assert_eq!(kerf_fields(&d), ["requests.memory"]);
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "200Mi"})
-    );
+    assert_template_requests(&d, "150m", "200Mi");
     env.stop_agent().await;
     Ok(())
 }
@@ -293,16 +287,10 @@ async fn under_in_place_leaving_auto_patch_clears_live_and_leaves_the_pods_alone
     let pods = env.wait_ready("web", 2).await?;
     assert_eq!(pod_names(&pods), pod_names(&before));
     for p in &pods {
-        assert_eq!(
-            pod_resources(p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(p, "150m", "200Mi");
     }
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "200m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "200m", "256Mi");
     assert!(manager(&d, "kerf").is_none());
     env.stop_agent().await;
     Ok(())

@@ -7,9 +7,9 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, Web, pod_resources};
+use e2e_support::{AgentOptions, Env, Web, assert_pod_requests, pod_resources};
 use kerf_api::event::EventType;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard};
 
 /// Held by the scenario that sets fail points.
@@ -98,10 +98,7 @@ async fn a_new_agent_resumes_the_recorded_change_once() -> anyhow::Result<()> {
     assert_eq!(applied_now.len(), 1, "{applied_now:#?}");
     assert_eq!(applied[0].id.to_string(), recorded);
     for p in env.wait_ready("web", 2).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"],
-            json!({"cpu": "150m", "memory": "200Mi"})
-        );
+        assert_pod_requests(&p, "150m", "200Mi");
     }
     let pending = rsr["status"]["change"]["pendingEvents"]
         .as_array()

@@ -8,7 +8,10 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, WAIT, manager, pod_resources, template_resources};
+use e2e_support::{
+    AgentOptions, Env, WAIT, assert_pod_requests, assert_template_requests, manager,
+    template_resources,
+};
 use kerf_api::Resource;
 use kerf_api::event::EventType;
 use serde_json::{Value, json};
@@ -119,20 +122,12 @@ async fn after_a_rollout_rollback_of_memory_cpu_keeps_its_value_and_is_not_reapp
     partially_rolled_back(&mut env, "rollout").await?;
     // The template: memory restored, cpu keeps the change's value (RB-35), still kerf's.
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "256Mi"}),
-        "{}",
-        d["metadata"]
-    );
+    assert_template_requests(&d, "150m", "256Mi");
     assert!(manager(&d, "kerf").is_some());
 
     nothing_reapplied(&env).await?;
     let d = env.deployment_json("web").await?;
-    assert_eq!(
-        template_resources(&d)["requests"],
-        json!({"cpu": "150m", "memory": "256Mi"})
-    );
+    assert_template_requests(&d, "150m", "256Mi");
 
     new_cpu_goes_in(&env, "150m").await?;
     env.wait_rsr("web", "the new change Applied", WAIT, |r| {
@@ -163,18 +158,12 @@ async fn after_an_in_place_rollback_of_memory_cpu_is_not_reapplied_with_the_same
     // The running pods keep the cpu of the change; memory is resized back.
     let pods = env.wait_ready("web", 2).await?;
     for p in &pods {
-        assert_eq!(
-            pod_resources(p)["requests"],
-            json!({"cpu": "150m", "memory": "256Mi"})
-        );
+        assert_pod_requests(p, "150m", "256Mi");
     }
 
     nothing_reapplied(&env).await?;
     for p in env.wait_ready("web", 2).await? {
-        assert_eq!(
-            pod_resources(&p)["requests"],
-            json!({"cpu": "150m", "memory": "256Mi"})
-        );
+        assert_pod_requests(&p, "150m", "256Mi");
     }
     let rsr = env.rsr("web").await?.unwrap_or_default();
     assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);

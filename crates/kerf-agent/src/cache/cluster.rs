@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::{Quantity, WorkloadKind};
 use serde::Deserialize;
 
+use super::by_workload::{ByWorkload, workload_item};
 use super::types::{Change, ChangeSet, Interner, WorkloadKey};
 use super::wire::{slim_meta, wire_resource};
 
@@ -151,68 +152,9 @@ impl HpaInfo {
 }
 
 /// HPAs by namespace and name, and by target workload.
-#[derive(Debug, Default)]
-pub struct HpaIndex {
-    items: HashMap<(Arc<str>, String), Arc<HpaInfo>>,
-    by_target: HashMap<WorkloadKey, Vec<String>>,
-}
+pub type HpaIndex = ByWorkload<HpaInfo>;
 
-impl HpaIndex {
-    /// Adds or replaces an HPA.
-    pub fn upsert(&mut self, h: HpaInfo, changes: &mut ChangeSet) {
-        self.remove(&h.namespace.clone(), &h.name.clone(), changes);
-        if let Some(t) = &h.target {
-            changes.insert(Change::Workload(t.clone()));
-            self.by_target
-                .entry(t.clone())
-                .or_default()
-                .push(h.name.clone());
-        }
-        self.items
-            .insert((h.namespace.clone(), h.name.clone()), Arc::new(h));
-    }
-
-    /// Removes an HPA.
-    pub fn remove(&mut self, namespace: &Arc<str>, name: &str, changes: &mut ChangeSet) {
-        let Some(old) = self.items.remove(&(namespace.clone(), name.to_owned())) else {
-            return;
-        };
-        if let Some(t) = &old.target {
-            changes.insert(Change::Workload(t.clone()));
-            if let Some(v) = self.by_target.get_mut(t) {
-                v.retain(|n| n != name);
-                if v.is_empty() {
-                    self.by_target.remove(t);
-                }
-            }
-        }
-    }
-
-    /// Replaces every HPA (after a relist).
-    pub fn replace(&mut self, items: Vec<HpaInfo>, changes: &mut ChangeSet) {
-        let old: Vec<_> = self.items.keys().cloned().collect();
-        for (ns, name) in old {
-            self.remove(&ns, &name, changes);
-        }
-        for h in items {
-            self.upsert(h, changes);
-        }
-    }
-
-    /// The HPAs that scale `target`.
-    pub fn for_target(&self, target: &WorkloadKey) -> Vec<Arc<HpaInfo>> {
-        self.by_target
-            .get(target)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| {
-                self.items
-                    .get(&(target.namespace.clone(), n.clone()))
-                    .cloned()
-            })
-            .collect()
-    }
-}
+workload_item!(HpaInfo, target);
 
 /// A PDB as the watch decodes it.
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -3,7 +3,7 @@
 //! watch; it is kept with its conversion error so the reconciler can set `Valid=False`
 //! naming the field.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kerf_api::wellknown::{LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME};
@@ -11,7 +11,8 @@ use kerf_api::{RightsizingPolicy, RightsizingRecommendation, WorkloadKind};
 use kube::api::DynamicObject;
 use serde::de::DeserializeOwned;
 
-use super::types::{Change, ChangeSet, Interner, WorkloadKey};
+use super::by_workload::{ByWorkload, workload_item};
+use super::types::{Interner, WorkloadKey};
 
 /// Why an object did not convert to its typed form.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -178,73 +179,6 @@ fn workload_from_labels(labels: &BTreeMap<String, String>) -> Option<(WorkloadKi
 }
 
 /// rsrs by namespace and name, and by workload (design D4).
-#[derive(Debug, Default)]
-pub struct RsrIndex {
-    items: HashMap<(Arc<str>, String), Arc<RsrEntry>>,
-    by_workload: HashMap<WorkloadKey, BTreeSet<String>>,
-}
+pub type RsrIndex = ByWorkload<RsrEntry>;
 
-impl RsrIndex {
-    /// Adds or replaces an rsr.
-    pub fn upsert(&mut self, r: RsrEntry, changes: &mut ChangeSet) {
-        self.remove(&r.namespace.clone(), &r.name.clone(), changes);
-        if let Some(w) = &r.workload {
-            changes.insert(Change::Workload(w.clone()));
-            self.by_workload
-                .entry(w.clone())
-                .or_default()
-                .insert(r.name.clone());
-        }
-        self.items
-            .insert((r.namespace.clone(), r.name.clone()), Arc::new(r));
-    }
-
-    /// Removes an rsr.
-    pub fn remove(&mut self, namespace: &Arc<str>, name: &str, changes: &mut ChangeSet) {
-        let Some(old) = self.items.remove(&(namespace.clone(), name.to_owned())) else {
-            return;
-        };
-        if let Some(w) = &old.workload {
-            changes.insert(Change::Workload(w.clone()));
-            if let Some(set) = self.by_workload.get_mut(w) {
-                set.remove(name);
-                if set.is_empty() {
-                    self.by_workload.remove(w);
-                }
-            }
-        }
-    }
-
-    /// Replaces every rsr (after a relist).
-    pub fn replace(&mut self, items: Vec<RsrEntry>, changes: &mut ChangeSet) {
-        let old: Vec<_> = self.items.keys().cloned().collect();
-        for (ns, name) in old {
-            self.remove(&ns, &name, changes);
-        }
-        for r in items {
-            self.upsert(r, changes);
-        }
-    }
-
-    /// The rsrs of a workload (normally one), by name.
-    pub fn for_workload(&self, key: &WorkloadKey) -> Vec<Arc<RsrEntry>> {
-        self.by_workload
-            .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| self.items.get(&(key.namespace.clone(), n.clone())).cloned())
-            .collect()
-    }
-
-    /// One rsr by namespace and name.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<RsrEntry>> {
-        self.items
-            .get(&(Arc::from(namespace), name.to_owned()))
-            .cloned()
-    }
-
-    /// Every rsr.
-    pub fn all(&self) -> Vec<Arc<RsrEntry>> {
-        self.items.values().cloned().collect()
-    }
-}
+workload_item!(RsrEntry, workload);

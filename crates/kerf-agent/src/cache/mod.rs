@@ -7,6 +7,7 @@
 //! update reports which workloads it touched on a broadcast channel for the reconciler.
 
 mod backoff;
+pub mod by_workload;
 pub mod cluster;
 pub mod kerf;
 pub mod metrics;
@@ -288,7 +289,7 @@ impl CacheSet {
 
     /// The HPAs scaling a workload.
     pub fn hpas_for(&self, key: &WorkloadKey) -> Vec<Arc<HpaInfo>> {
-        self.inner.hpas.read().for_target(key)
+        self.inner.hpas.read().for_workload(key)
     }
 
     /// The PDBs of a namespace.

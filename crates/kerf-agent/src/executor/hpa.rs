@@ -153,11 +153,7 @@ pub enum HpaError {
     },
 }
 
-impl super::metrics::ActionError for HpaError {
-    fn category(&self) -> &'static str {
-        HpaError::category(self)
-    }
-}
+super::metrics::action_error!(HpaError);
 
 impl HpaError {
     /// A short, bounded label for metrics and logs.

@@ -5,7 +5,8 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
+
+use crate::metrics::set::metric_set;
 
 /// Labels of an action: what was done and how it ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -30,15 +31,16 @@ pub struct ResourceLabel {
     pub resource: String,
 }
 
-/// Executor and health watch metrics.
-#[derive(Clone, Debug, Default)]
-pub struct ExecutorMetrics {
-    /// `kerf_agent_actions_total{action, result}`.
-    pub actions: Family<ActionLabels, Counter>,
-    /// `kerf_agent_rollbacks_total{reason}`.
-    pub rollbacks: Family<ReasonLabel, Counter>,
-    /// `kerf_agent_permission_denied_total{resource}`: RBAC refusals (design D17).
-    pub permission_denied: Family<ResourceLabel, Counter>,
+metric_set! {
+    /// Executor and health watch metrics.
+    pub struct ExecutorMetrics {
+        /// `kerf_agent_actions_total{action, result}`.
+        actions: Family<ActionLabels, Counter> => "actions", "Actuating API calls by action and result";
+        /// `kerf_agent_rollbacks_total{reason}`.
+        rollbacks: Family<ReasonLabel, Counter> => "rollbacks", "Rollbacks by reason";
+        /// `kerf_agent_permission_denied_total{resource}`: RBAC refusals (design D17).
+        permission_denied: Family<ResourceLabel, Counter> => "permission_denied", "API calls refused by RBAC, by resource";
+    }
 }
 
 /// An error of an actuating call: a bounded category for the `result` label, and its
@@ -48,24 +50,20 @@ pub trait ActionError: std::fmt::Display {
     fn category(&self) -> &'static str;
 }
 
-impl ExecutorMetrics {
-    /// Registers the metrics in `registry` (the agent's `kerf_agent` registry).
-    pub fn register(registry: &mut Registry) -> ExecutorMetrics {
-        let m = ExecutorMetrics::default();
-        registry.register(
-            "actions",
-            "Actuating API calls by action and result",
-            m.actions.clone(),
-        );
-        registry.register("rollbacks", "Rollbacks by reason", m.rollbacks.clone());
-        registry.register(
-            "permission_denied",
-            "API calls refused by RBAC, by resource",
-            m.permission_denied.clone(),
-        );
-        m
-    }
+/// Implements [`ActionError`] for an error type through its own `category()`.
+macro_rules! action_error {
+    ($error:ty) => {
+        impl $crate::executor::metrics::ActionError for $error {
+            fn category(&self) -> &'static str {
+                <$error>::category(self)
+            }
+        }
+    };
+}
 
+pub(crate) use action_error;
+
+impl ExecutorMetrics {
     /// Counts one actuating call (`actions_total{action, result}`). A refusal by RBAC also
     /// counts under `permission_denied_total{resource}` and logs the permission to grant
     /// (design D17).

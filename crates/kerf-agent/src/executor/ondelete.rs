@@ -253,11 +253,7 @@ pub enum EvictError {
     },
 }
 
-impl super::metrics::ActionError for EvictError {
-    fn category(&self) -> &'static str {
-        EvictError::category(self)
-    }
-}
+super::metrics::action_error!(EvictError);
 
 impl EvictError {
     /// A short, bounded label for metrics and logs.

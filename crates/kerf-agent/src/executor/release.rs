@@ -26,7 +26,7 @@ pub enum Side {
 }
 
 impl Side {
-    /// The field name.
+    /// The field name in a container's `resources`.
     pub fn as_str(self) -> &'static str {
         match self {
             Side::Requests => "requests",

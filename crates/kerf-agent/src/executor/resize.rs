@@ -99,11 +99,7 @@ pub enum ResizeError {
     },
 }
 
-impl super::metrics::ActionError for ResizeError {
-    fn category(&self) -> &'static str {
-        ResizeError::category(self)
-    }
-}
+super::metrics::action_error!(ResizeError);
 
 impl ResizeError {
     /// A short, bounded label for metrics and logs.

@@ -101,11 +101,7 @@ pub enum ApplyError {
     },
 }
 
-impl super::metrics::ActionError for ApplyError {
-    fn category(&self) -> &'static str {
-        ApplyError::category(self)
-    }
-}
+super::metrics::action_error!(ApplyError);
 
 impl ApplyError {
     /// A short, bounded label for metrics and logs.

@@ -325,14 +325,12 @@ fn mark_rolled_back(
 /// The `rolled_back` event (RB-25 to RB-27, EV-59): Warning on Kubernetes, the reason of
 /// the signal, the replaced and the restored values, the numbers and `watchDuration`.
 pub fn rolled_back_event(change: &ChangeRecord, ctx: &RollbackCtx<'_>, breach: &Breach) -> Event {
-    let mut e = Event::new(
+    let head = (
         intent::event_id(change.event_ids.rolled_back.as_ref()),
         EventType::RolledBack,
-        ctx.now,
-        ctx.event_workload.clone(),
-        breach.reason.as_str(),
     );
-    e.recommendation_id = Some(change.recommendation_id.clone());
+    let workload = ctx.event_workload.clone();
+    let mut e = intent::change_event(change, head, workload, breach.reason.as_str(), ctx.now);
     e.strategy = Some(change.strategy.as_str().to_owned());
     e.resources = breach.restore.clone();
     e.containers = restore_values(change, &breach.restore)
@@ -345,15 +343,7 @@ pub fn rolled_back_event(change: &ChangeRecord, ctx: &RollbackCtx<'_>, breach: &
         .collect();
     e.details = breach.details.clone();
     if let Some(h) = restore_hpa(change, &breach.restore) {
-        e.details.insert(wk::DETAIL_HPA.to_owned(), h.name.clone());
-        e.details.insert(
-            wk::DETAIL_HPA_RESOURCE.to_owned(),
-            h.resource.as_str().to_owned(),
-        );
-        e.details
-            .insert(wk::DETAIL_HPA_TARGET_FROM.to_owned(), h.from.to_string());
-        e.details
-            .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
+        intent::insert_hpa_details(&mut e, &h);
     }
     e.with_message(&crate::event_text::rolled_back(
         change,

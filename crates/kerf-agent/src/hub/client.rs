@@ -1,6 +1,6 @@
 //! The HTTP side of the hub client: one attempt, retries, answer classification.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use kerf_api::event::Event;
 use kerf_api::hub::{
@@ -108,10 +108,7 @@ impl HubClient {
     pub fn restore_config(&self, config: ClusterConfig, fetched_at: chrono::DateTime<chrono::Utc>) {
         let stale = self.cfg.stale_after;
         self.state.send_modify(|s| {
-            s.last_good_config = Some(LastGood {
-                value: Arc::new(config),
-                fetched_at,
-            });
+            LastGood::record(&mut s.last_good_config, config, fetched_at);
             s.refresh(stale);
         });
     }
@@ -150,14 +147,7 @@ impl HubClient {
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
-                same = s
-                    .last_good_recommendations
-                    .as_ref()
-                    .is_some_and(|g| *g.value == list);
-                s.last_good_recommendations = Some(LastGood {
-                    value: Arc::new(list),
-                    fetched_at: now,
-                });
+                same = LastGood::record(&mut s.last_good_recommendations, list, now);
                 s.etag = answer.etag;
                 !same
             })
@@ -180,14 +170,7 @@ impl HubClient {
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
-                same = s
-                    .last_good_config
-                    .as_ref()
-                    .is_some_and(|g| *g.value == config);
-                s.last_good_config = Some(LastGood {
-                    value: Arc::new(config),
-                    fetched_at: now,
-                });
+                same = LastGood::record(&mut s.last_good_config, config, now);
                 !same
             })
         });

@@ -7,7 +7,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+
+use crate::metrics::set::metric_set;
 
 /// Labels of a hub request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -25,41 +26,19 @@ pub struct EndpointLabel {
     pub endpoint: String,
 }
 
-/// The hub client's metrics.
-#[derive(Clone, Debug, Default)]
-pub struct HubMetrics {
-    /// `kerf_agent_hub_requests_total{endpoint, code}`.
-    pub requests: Family<RequestLabels, Counter>,
-    /// `kerf_agent_hub_last_success_timestamp_seconds{endpoint}`.
-    pub last_success: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
-    /// `kerf_agent_hub_auth_failed`: 1 while the hub refuses the token (401 or 403).
-    pub auth_failed: Gauge,
+metric_set! {
+    /// The hub client's metrics, registered under `hub_`.
+    pub struct HubMetrics in "hub" {
+        /// `kerf_agent_hub_requests_total{endpoint, code}`.
+        requests: Family<RequestLabels, Counter> => "requests", "Hub requests by endpoint and status code";
+        /// `kerf_agent_hub_last_success_timestamp_seconds{endpoint}`.
+        last_success: Family<EndpointLabel, Gauge<f64, AtomicU64>> => "last_success_timestamp_seconds", "Unix time of the last successful hub request, by endpoint";
+        /// `kerf_agent_hub_auth_failed`: 1 while the hub refuses the token (401 or 403).
+        auth_failed: Gauge => "auth_failed", "1 while the hub refuses the agent's token";
+    }
 }
 
 impl HubMetrics {
-    /// Registers the metrics under `hub_` in `registry` (the agent's `kerf_agent`
-    /// registry).
-    pub fn register(registry: &mut Registry) -> HubMetrics {
-        let m = HubMetrics::default();
-        let r = registry.sub_registry_with_prefix("hub");
-        r.register(
-            "requests",
-            "Hub requests by endpoint and status code",
-            m.requests.clone(),
-        );
-        r.register(
-            "last_success_timestamp_seconds",
-            "Unix time of the last successful hub request, by endpoint",
-            m.last_success.clone(),
-        );
-        r.register(
-            "auth_failed",
-            "1 while the hub refuses the agent's token",
-            m.auth_failed.clone(),
-        );
-        m
-    }
-
     pub(crate) fn request(&self, endpoint: &str, code: &str) {
         self.requests
             .get_or_create(&RequestLabels {

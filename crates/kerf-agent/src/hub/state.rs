@@ -16,6 +16,19 @@ pub struct LastGood<T> {
     pub fetched_at: DateTime<Utc>,
 }
 
+impl<T: PartialEq> LastGood<T> {
+    /// Records `value` in `slot` as the last good answer, fetched at `now`; returns whether
+    /// it equals the one it replaces.
+    pub fn record(slot: &mut Option<LastGood<T>>, value: T, now: DateTime<Utc>) -> bool {
+        let same = slot.as_ref().is_some_and(|g| *g.value == value);
+        *slot = Some(LastGood {
+            value: Arc::new(value),
+            fetched_at: now,
+        });
+        same
+    }
+}
+
 /// What the agent knows of the hub. A failed fetch, a malformed answer or an answer over
 /// the size limit leaves it unchanged.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -15,7 +15,8 @@ use kerf_api::quantity::{Resource, ResourceValues};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
+
+use crate::metrics::set::metric_set;
 
 /// Labels of an applied request total.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -29,13 +30,15 @@ pub struct AppliedLabels {
 
 type FloatCounter = Counter<f64, AtomicU64>;
 
-/// Requests before and after the applied changes, per namespace.
-#[derive(Clone, Debug, Default)]
-pub struct AppliedRequestMetrics {
-    /// `kerf_agent_applied_cpu_request_cores_total{workload_namespace, when}`.
-    pub cpu_cores: Family<AppliedLabels, FloatCounter>,
-    /// `kerf_agent_applied_memory_request_bytes_total{workload_namespace, when}`.
-    pub memory_bytes: Family<AppliedLabels, FloatCounter>,
+metric_set! {
+    /// Requests before and after the applied changes, per namespace, registered under
+    /// `applied_`.
+    pub struct AppliedRequestMetrics in "applied" {
+        /// `kerf_agent_applied_cpu_request_cores_total{workload_namespace, when}`.
+        cpu_cores: Family<AppliedLabels, FloatCounter> => "cpu_request_cores", "CPU requested by the containers of applied changes, before and after, per namespace";
+        /// `kerf_agent_applied_memory_request_bytes_total{workload_namespace, when}`.
+        memory_bytes: Family<AppliedLabels, FloatCounter> => "memory_request_bytes", "Memory requested by the containers of applied changes, before and after, per namespace";
+    }
 }
 
 /// The summed requests of one event, in cores and bytes.
@@ -48,24 +51,6 @@ pub struct RequestSums {
 }
 
 impl AppliedRequestMetrics {
-    /// Registers the metrics under `applied_` in `registry` (the agent's `kerf_agent`
-    /// registry).
-    pub fn register(registry: &mut Registry) -> AppliedRequestMetrics {
-        let m = AppliedRequestMetrics::default();
-        let r = registry.sub_registry_with_prefix("applied");
-        r.register(
-            "cpu_request_cores",
-            "CPU requested by the containers of applied changes, before and after, per namespace",
-            m.cpu_cores.clone(),
-        );
-        r.register(
-            "memory_request_bytes",
-            "Memory requested by the containers of applied changes, before and after, per namespace",
-            m.memory_bytes.clone(),
-        );
-        m
-    }
-
     /// Adds the requests of an `applied` event; other events change nothing.
     pub fn observe(&self, event: &Event) {
         if event.type_ != EventType::Applied {
@@ -118,6 +103,7 @@ mod tests {
     use super::*;
     use kerf_api::event::{EventContainer, EventWorkload};
     use kerf_api::quantity::ResourceRequirements;
+    use prometheus_client::registry::Registry;
 
     fn requests(cpu: Option<&str>, memory: Option<&str>) -> ResourceRequirements {
         ResourceRequirements {

@@ -15,6 +15,8 @@ use kerf_decide::quantity::parse;
 
 use super::WebhookError;
 
+pub use crate::executor::release::Side;
+
 /// CPU and memory of requests and limits as integers (millicores, bytes), in the order
 /// requests.cpu, requests.memory, limits.cpu, limits.memory. `None`: no value.
 pub type ParsedValues = [Option<i64>; 4];
@@ -26,25 +28,6 @@ pub const SLOTS: [(Side, Resource); 4] = [
     (Side::Limits, Resource::Cpu),
     (Side::Limits, Resource::Memory),
 ];
-
-/// Requests or limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// `resources.requests`.
-    Requests,
-    /// `resources.limits`.
-    Limits,
-}
-
-impl Side {
-    /// The field name in a container's `resources`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Requests => "requests",
-            Side::Limits => "limits",
-        }
-    }
-}
 
 /// Live values of one container, ready to compare and to patch.
 #[derive(Clone, Debug, PartialEq, Eq)]

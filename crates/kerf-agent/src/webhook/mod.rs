@@ -25,8 +25,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 
 pub use feed::spawn;
@@ -143,21 +142,7 @@ impl WebhookError {
 /// prefix `kerf_agent_webhook`): `requests_total{result}` and
 /// `request_duration_seconds`, with buckets from 10µs.
 pub fn register_metrics(registry: &mut Registry) -> WebhookMetrics {
-    let metrics = WebhookMetrics {
-        requests: Family::default(),
-        duration: Histogram::new(exponential_buckets(0.000_01, 2.0, 18)),
-    };
-    registry.register(
-        "requests",
-        "Admission requests by result",
-        metrics.requests.clone(),
-    );
-    registry.register(
-        "request_duration_seconds",
-        "Time to answer an admission request",
-        metrics.duration.clone(),
-    );
-    metrics
+    WebhookMetrics::register_with(registry, exponential_buckets(0.000_01, 2.0, 18))
 }
 
 /// What the handler shares.

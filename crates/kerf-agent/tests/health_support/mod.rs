@@ -51,6 +51,44 @@ pub fn app_change(from: ResourceValues, to: ResourceValues) -> ContainerChange {
     }
 }
 
+/// An applied in-place change of `app`'s memory request, 64Mi to 48Mi.
+pub fn memory_change(at: DateTime<Utc>) -> ChangeRecord {
+    applied_change(
+        Strategy::InPlace,
+        vec![Resource::Memory],
+        vec![app_change(req(None, Some("64Mi")), req(None, Some("48Mi")))],
+        at,
+    )
+}
+
+/// An applied in-place change of `app`'s CPU request, 100m to 80m.
+pub fn cpu_change(at: DateTime<Utc>) -> ChangeRecord {
+    applied_change(
+        Strategy::InPlace,
+        vec![Resource::Cpu],
+        vec![app_change(req(Some("100m"), None), req(Some("80m"), None))],
+        at,
+    )
+}
+
+/// An applied in-place change of `app`'s requests, 100m/64Mi to 80m/48Mi.
+pub fn cpu_memory_change(at: DateTime<Utc>) -> ChangeRecord {
+    applied_change(
+        Strategy::InPlace,
+        vec![Resource::Cpu, Resource::Memory],
+        vec![app_change(
+            req(Some("100m"), Some("64Mi")),
+            req(Some("80m"), Some("48Mi")),
+        )],
+        at,
+    )
+}
+
+/// The new resources of the first container of `change`, as a resize sends them to `app`.
+pub fn app_to(change: &ChangeRecord) -> Vec<(String, ResourceRequirements)> {
+    vec![("app".to_owned(), change.containers[0].to.clone())]
+}
+
 /// An applied change record with fresh event ids.
 pub fn applied_change(
     strategy: Strategy,

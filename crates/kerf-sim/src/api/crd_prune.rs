@@ -20,16 +20,7 @@ pub fn prune(ctx: &SimContext, g: &Gvr, obj: &mut Value) -> Result<(), ApiError>
     let Some(schema) = super::crd_schema::schema_of(&crd, g.version) else {
         return Ok(());
     };
-    let mut unknown = Vec::new();
-    if let Some(m) = obj.as_object_mut() {
-        prune_map(
-            &schema,
-            m,
-            "",
-            &["apiVersion", "kind", "metadata"],
-            &mut unknown,
-        );
-    }
+    let mut unknown = prune_object(&schema, obj);
     if unknown.is_empty() {
         return Ok(());
     }
@@ -62,6 +53,17 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// Prunes the value at `path` against `schema`, collecting the paths it dropped.
+/// Drops the fields of object `obj` that `schema` does not declare, below its
+/// `apiVersion`, `kind` and `metadata`; returns their paths.
+fn prune_object(schema: &Value, obj: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if let Some(m) = obj.as_object_mut() {
+        let keep = ["apiVersion", "kind", "metadata"];
+        prune_map(schema, m, "", &keep, &mut unknown);
+    }
+    unknown
+}
+
 fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
@@ -129,16 +131,7 @@ mod tests {
         let mut obj = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "n"},
             "spec": {"x": 1, "items": [{"a": "1", "b": 2}], "labels": {"any": "v"}, "free": {"z": 1}},
             "extra": true});
-        let mut unknown = Vec::new();
-        if let Some(m) = obj.as_object_mut() {
-            prune_map(
-                &schema,
-                m,
-                "",
-                &["apiVersion", "kind", "metadata"],
-                &mut unknown,
-            );
-        }
+        let mut unknown = prune_object(&schema, &mut obj);
         unknown.sort();
         assert_eq!(unknown, ["extra", "spec.items[0].b", "spec.x"]);
         assert_eq!(

@@ -162,20 +162,7 @@ pub fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
     scalar_bounds(schema, v, path, out);
     match v {
         Value::Object(m) => {
-            for r in schema["required"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                if !m.contains_key(r) {
-                    out.push((
-                        "FieldValueRequired".into(),
-                        format!("{path}.{r}"),
-                        "Required value".into(),
-                    ));
-                }
-            }
+            out.extend(missing_required(schema, m, &format!("{path}.")));
             let props = schema["properties"].as_object();
             for (k, child) in m {
                 let sub = props
@@ -193,6 +180,28 @@ pub fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
         }
         _ => {}
     }
+}
+
+/// A `FieldValueRequired` cause for each property `schema` requires that `m` lacks, its
+/// field path `prefix` and the property's name.
+fn missing_required<'a>(
+    schema: &'a Value,
+    m: &'a serde_json::Map<String, Value>,
+    prefix: &'a str,
+) -> impl Iterator<Item = Cause> + 'a {
+    schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|r| !m.contains_key(*r))
+        .map(move |r| {
+            (
+                "FieldValueRequired".into(),
+                format!("{prefix}{r}"),
+                "Required value".into(),
+            )
+        })
 }
 
 fn scalar_bounds(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
@@ -279,20 +288,7 @@ pub fn validate(
         m.remove("kind");
     }
     if let (Some(props), Some(m)) = (schema["properties"].as_object(), body.as_object()) {
-        for r in schema["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if !m.contains_key(r) {
-                causes.push((
-                    "FieldValueRequired".into(),
-                    r.to_string(),
-                    "Required value".into(),
-                ));
-            }
-        }
+        causes.extend(missing_required(&schema, m, ""));
         for (k, v) in m {
             if let Some(s) = props.get(k) {
                 check(s, v, k, &mut causes);

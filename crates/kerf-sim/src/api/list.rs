@@ -262,17 +262,7 @@ fn render(t: &Target, metadata: &Value, items: Vec<Arc<StoredObject>>) -> Respon
         first: true,
         tail: Some(tail),
     };
-    let mut r = Response::new(Body::new(body));
-    *r.status_mut() = StatusCode::OK;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    r.headers_mut().insert(
-        http::header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-cache, private"),
-    );
-    r
+    super::json_body_response(StatusCode::OK, Body::new(body))
 }
 
 fn write_json(buf: &mut Vec<u8>, v: &Value) {

@@ -170,13 +170,7 @@ fn envelope(body: &[u8]) -> Result<Unknown<'_>, ProtobufError> {
                 continue;
             }
         };
-        if wt != LEN {
-            return Err(ProtobufError::WrongWireType {
-                wire: wt,
-                field: name.to_string(),
-            });
-        }
-        let value = r.bytes()?;
+        let value = len_field(&mut r, wt, name)?;
         match num {
             1 => type_meta(value, &mut out)?,
             2 => out.raw = value,
@@ -184,6 +178,17 @@ fn envelope(body: &[u8]) -> Result<Unknown<'_>, ProtobufError> {
         }
     }
     Ok(out)
+}
+
+/// The bytes of field `name` (wire type `wt`), which must be length-delimited.
+fn len_field<'a>(r: &mut Reader<'a>, wt: u8, name: &str) -> Result<&'a [u8], ProtobufError> {
+    if wt != LEN {
+        return Err(ProtobufError::WrongWireType {
+            wire: wt,
+            field: name.to_string(),
+        });
+    }
+    r.bytes()
 }
 
 fn type_meta(buf: &[u8], out: &mut Unknown<'_>) -> Result<(), ProtobufError> {
@@ -197,13 +202,7 @@ fn type_meta(buf: &[u8], out: &mut Unknown<'_>) -> Result<(), ProtobufError> {
                 continue;
             }
         };
-        if wt != LEN {
-            return Err(ProtobufError::WrongWireType {
-                wire: wt,
-                field: name.to_string(),
-            });
-        }
-        *slot = String::from_utf8_lossy(r.bytes()?).into_owned();
+        *slot = String::from_utf8_lossy(len_field(&mut r, wt, name)?).into_owned();
     }
     Ok(())
 }

@@ -81,7 +81,9 @@ fn check_namespace(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
     }
 }
 
-async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiError> {
+/// The body of a create or an update: a JSON object with metadata, in the target's
+/// namespace.
+fn decode_object(req: &Req, t: &Target) -> Result<Value, ApiError> {
     let mut obj = decode_body(req, t)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request(
@@ -92,6 +94,11 @@ async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiErr
         obj["metadata"] = json!({});
     }
     check_namespace(t, &mut obj)?;
+    Ok(obj)
+}
+
+async fn create(ctx: &SimContext, req: &Req, t: &Target) -> Result<Value, ApiError> {
+    let mut obj = decode_object(req, t)?;
     obj["apiVersion"] = json!(t.gvr.api_version());
     obj["kind"] = json!(t.gvr.kind);
     crate::store::defaults::apply(&t.gvr, &mut obj);
@@ -127,16 +134,7 @@ fn update(
     name: &str,
     sub: Option<&str>,
 ) -> Result<Value, ApiError> {
-    let mut obj = decode_body(req, t)?;
-    if !obj.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request was not a JSON object",
-        ));
-    }
-    if obj.get("metadata").is_none_or(|m| !m.is_object()) {
-        obj["metadata"] = json!({});
-    }
-    check_namespace(t, &mut obj)?;
+    let mut obj = decode_object(req, t)?;
     match obj.pointer("/metadata/name").and_then(Value::as_str) {
         Some(n) if n != name => {
             return Err(ApiError::bad_request(

@@ -94,6 +94,14 @@ fn col(name: &str, ty: &str) -> Value {
     col_p(name, ty, 0)
 }
 
+/// String columns: `shown` by default, then `wide` only with `-o wide`.
+fn string_columns(shown: &[&str], wide: &[&str]) -> Vec<Value> {
+    let shown = shown.iter().map(|n| col(n, "string"));
+    shown
+        .chain(wide.iter().map(|n| col_p(n, "string", 1)))
+        .collect()
+}
+
 /// A column with a priority: 0 shows by default, 1 only with `-o wide`.
 fn col_p(name: &str, ty: &str, priority: u8) -> Value {
     let format = if name == "Name" { "name" } else { "" };
@@ -233,17 +241,10 @@ impl Cells<'_> {
     fn pod(self, now: DateTime<Utc>) -> Row {
         let o = self.o;
         (
-            vec![
-                col("Name", "string"),
-                col("Ready", "string"),
-                col("Status", "string"),
-                col("Restarts", "string"),
-                col("Age", "string"),
-                col_p("IP", "string", 1),
-                col_p("Node", "string", 1),
-                col_p("Nominated Node", "string", 1),
-                col_p("Readiness Gates", "string", 1),
-            ],
+            string_columns(
+                &["Name", "Ready", "Status", "Restarts", "Age"],
+                &["IP", "Node", "Nominated Node", "Readiness Gates"],
+            ),
             vec![
                 self.name,
                 json!(ready_count(o)),
@@ -279,11 +280,7 @@ impl Cells<'_> {
 
     fn statefulset(self) -> Row {
         (
-            vec![
-                col("Name", "string"),
-                col("Ready", "string"),
-                col("Age", "string"),
-            ],
+            string_columns(&["Name", "Ready", "Age"], &[]),
             vec![self.name.clone(), self.ready_of_replicas(), self.created],
         )
     }
@@ -341,18 +338,16 @@ impl Cells<'_> {
             .any(|c| c["type"] == "Ready" && c["status"] == "True");
         let info = &o["status"]["nodeInfo"];
         (
-            vec![
-                col("Name", "string"),
-                col("Status", "string"),
-                col("Roles", "string"),
-                col("Age", "string"),
-                col("Version", "string"),
-                col_p("Internal-IP", "string", 1),
-                col_p("External-IP", "string", 1),
-                col_p("OS-Image", "string", 1),
-                col_p("Kernel-Version", "string", 1),
-                col_p("Container-Runtime", "string", 1),
-            ],
+            string_columns(
+                &["Name", "Status", "Roles", "Age", "Version"],
+                &[
+                    "Internal-IP",
+                    "External-IP",
+                    "OS-Image",
+                    "Kernel-Version",
+                    "Container-Runtime",
+                ],
+            ),
             vec![
                 self.name,
                 json!(if ready { "Ready" } else { "NotReady" }),
@@ -370,11 +365,7 @@ impl Cells<'_> {
 
     fn namespace(self) -> Row {
         (
-            vec![
-                col("Name", "string"),
-                col("Status", "string"),
-                col("Age", "string"),
-            ],
+            string_columns(&["Name", "Status", "Age"], &[]),
             vec![self.name, self.o["status"]["phase"].clone(), self.created],
         )
     }
@@ -424,14 +415,10 @@ fn event_row(o: &Value, now: DateTime<Utc>) -> (Vec<Value>, Vec<Value>) {
         .or(Some(&o["metadata"]["creationTimestamp"]))
         .map_or(json!("<unknown>"), |t| age(t, now));
     (
-        vec![
-            col("Last Seen", "string"),
-            col("Type", "string"),
-            col("Reason", "string"),
-            col("Object", "string"),
-            col("Message", "string"),
-            col_p("Name", "string", 1),
-        ],
+        string_columns(
+            &["Last Seen", "Type", "Reason", "Object", "Message"],
+            &["Name"],
+        ),
         vec![
             last,
             o["type"].clone(),

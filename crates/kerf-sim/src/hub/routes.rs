@@ -185,6 +185,24 @@ async fn answer(
     r
 }
 
+/// [`answer`] for a request with a JSON body (`req`: endpoint, cluster and headers):
+/// `handler` gets the body once it is read.
+async fn answer_json(
+    s: &Shared,
+    req: (Endpoint, &str, &HeaderMap),
+    body: Body,
+    handler: impl FnOnce(serde_json::Value) -> Response,
+) -> Response {
+    let (endpoint, cluster, headers) = req;
+    answer(s, endpoint, cluster, headers, async {
+        match read_json(s, body).await {
+            Ok(value) => handler(value),
+            Err(r) => r,
+        }
+    })
+    .await
+}
+
 async fn recommendations(
     State(s): State<Arc<Shared>>,
     Path(cluster): Path<String>,
@@ -254,11 +272,8 @@ async fn events(
     body: Body,
 ) -> Response {
     let now = s.clock.now();
-    answer(&s, Endpoint::Events, &cluster, &headers, async {
-        let value = match read_json(&s, body).await {
-            Ok(v) => v,
-            Err(r) => return r,
-        };
+    let req = (Endpoint::Events, cluster.as_str(), &headers);
+    answer_json(&s, req, body, |value| {
         // Nothing of a batch with an invalid item is stored (design D28).
         match validate_batch_json(&value) {
             Err(e) => error(StatusCode::BAD_REQUEST, e),
@@ -297,11 +312,8 @@ async fn inventory(
     body: Body,
 ) -> Response {
     let now = s.clock.now();
-    answer(&s, Endpoint::Inventory, &cluster, &headers, async {
-        let value = match read_json(&s, body).await {
-            Ok(v) => v,
-            Err(r) => return r,
-        };
+    let req = (Endpoint::Inventory, cluster.as_str(), &headers);
+    answer_json(&s, req, body, |value| {
         match serde_json::from_value::<Inventory>(value) {
             Err(e) => error(
                 StatusCode::BAD_REQUEST,

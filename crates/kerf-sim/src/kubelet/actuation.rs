@@ -217,9 +217,7 @@ pub fn deferred_message(pod: &Value, node: &NodeView) -> String {
 
 /// The status of a pod whose resize waits: `PodResizePending` with the reason and message.
 pub fn pending_status(pod: &Value, reason: &str, message: &str, now: DateTime<Utc>) -> Value {
-    let generation = int_at(pod, "/metadata/generation", 1);
-    let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
-    status["observedGeneration"] = json!(generation);
+    let (mut status, generation) = observed_status(pod);
     remove_pod_condition(&mut status, "PodResizeInProgress");
     let extra = json!({"reason": reason, "message": message});
     set_pod_condition(
@@ -248,17 +246,28 @@ fn spec_of<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|c| c.get("name").and_then(Value::as_str) == Some(name))
 }
 
-/// The status while a resize is actuated: the new requests allocated, `PodResizeInProgress`.
-pub fn in_progress_status(pod: &Value, now: DateTime<Utc>) -> Value {
+/// The pod's status with `observedGeneration` set to the pod's generation, and that
+/// generation.
+fn observed_status(pod: &Value) -> (Value, i64) {
     let generation = int_at(pod, "/metadata/generation", 1);
     let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
     status["observedGeneration"] = json!(generation);
+    (status, generation)
+}
+
+/// The `name` of a container status.
+fn status_name(s: &Value) -> String {
+    s.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The status while a resize is actuated: the new requests allocated, `PodResizeInProgress`.
+pub fn in_progress_status(pod: &Value, now: DateTime<Utc>) -> Value {
+    let (mut status, generation) = observed_status(pod);
     each_status(&mut status, |s| {
-        let name = s
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let name = status_name(s);
         if let Some(c) = spec_of(pod, &name) {
             s["allocatedResources"] = allocated_of(c.get("resources").unwrap_or(&Value::Null));
         }
@@ -329,16 +338,10 @@ fn needs_restart(c: &Value, resource: &str) -> bool {
 /// The status once a resize is actuated: reported resources equal the spec, containers whose
 /// resizePolicy says RestartContainer for a changed resource restarted, no resize condition.
 pub fn finished_status(pod: &Value, now: DateTime<Utc>) -> Value {
-    let generation = int_at(pod, "/metadata/generation", 1);
     let changes = pending_changes(pod);
-    let mut status = pod.get("status").cloned().unwrap_or_else(|| json!({}));
-    status["observedGeneration"] = json!(generation);
+    let (mut status, generation) = observed_status(pod);
     each_status(&mut status, |s| {
-        let name = s
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let name = status_name(s);
         let Some(c) = spec_of(pod, &name) else { return };
         let res = c.get("resources").unwrap_or(&Value::Null);
         s["allocatedResources"] = allocated_of(res);

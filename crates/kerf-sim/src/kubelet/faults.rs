@@ -123,24 +123,25 @@ fn kill(
     code: i64,
     reason: &str,
 ) -> Result<(), FaultError> {
-    let mut last = kill_once(ctx, ns, pod, container, code, reason);
+    let once = || kill_once(ctx, [ns, pod, container], code, reason);
+    let mut last = once();
     for _ in 0..3 {
         match &last {
-            Err(FaultError::Store(_)) => last = kill_once(ctx, ns, pod, container, code, reason),
+            Err(FaultError::Store(_)) => last = once(),
             _ => break,
         }
     }
     last
 }
 
+/// One attempt of [`kill`] on container `[namespace, pod, container]`.
 fn kill_once(
     ctx: &SimContext,
-    ns: &str,
-    pod: &str,
-    container: &str,
+    target: [&str; 3],
     code: i64,
     reason: &str,
 ) -> Result<(), FaultError> {
+    let [ns, pod, container] = target;
     let Some(mut obj) = ctx.store.get(&gvr::PODS, Some(ns), pod) else {
         return Err(FaultError::PodNotFound(ns.into(), pod.into()));
     };

@@ -356,6 +356,30 @@ pub fn template_resources(obj: &Value) -> &Value {
     &obj["spec"]["template"]["spec"]["containers"][0]["resources"]
 }
 
+/// Asserts that container `app` of the Deployment's template requests `cpu` and
+/// `memory`, and nothing else; the object's metadata is shown when it does not.
+#[track_caller]
+pub fn assert_template_requests(obj: &Value, cpu: &str, memory: &str) {
+    assert_eq!(
+        template_resources(obj)["requests"],
+        serde_json::json!({"cpu": cpu, "memory": memory}),
+        "{}",
+        obj["metadata"]
+    );
+}
+
+/// Asserts that container `app` of pod `p` requests `cpu` and `memory`, and nothing
+/// else.
+#[track_caller]
+pub fn assert_pod_requests(p: &Pod, cpu: &str, memory: &str) {
+    assert_eq!(
+        pod_resources(p)["requests"],
+        serde_json::json!({"cpu": cpu, "memory": memory}),
+        "pod {:?}",
+        p.metadata.name
+    );
+}
+
 /// The spec resources of container `app` of a pod.
 pub fn pod_resources(p: &Pod) -> Value {
     serde_json::to_value(p)
