@@ -508,12 +508,23 @@ impl Workload {
     /// Notes the change id, the event ids, a deferral or a fallback the rsr shows for the
     /// recommendation it names.
     fn observe(&mut self, rsr: &Value) {
-        let change = &rsr["status"]["change"];
+        let status = &rsr["status"];
+        // A change waiting for its window has no `status.change` of its own yet: the rsr's
+        // spec names the recommendation it waits with.
+        if status["phase"] == "Deferred" {
+            let waiting = rsr["spec"]["recommendationID"].as_str();
+            if let Some(rec) = self
+                .recs
+                .last_mut()
+                .filter(|r| Some(r.id.as_str()) == waiting)
+            {
+                rec.deferred = true;
+            }
+        }
+        let change = &status["change"];
         let Some(rec_id) = change["recommendationID"].as_str() else {
             return;
         };
-        let current = self.recs.last().map(|r| r.id.clone()).unwrap_or_default();
-        let status = &rsr["status"];
         let Some(rec) = self.recs.iter_mut().find(|r| r.id == rec_id) else {
             return;
         };
@@ -530,9 +541,6 @@ impl Workload {
                 let p = format!("the {key} event id of {rec_id} changed from {known} to {id}");
                 rec.problems.push(p);
             }
-        }
-        if rec.id == current && status["phase"] == "Deferred" {
-            rec.deferred = true;
         }
     }
 }
