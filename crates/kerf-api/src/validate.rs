@@ -184,43 +184,28 @@ impl Checker {
         }
     }
 
-    fn duration(&mut self, path: &str, d: Option<&GoDuration>) {
-        if let Some(d) = d
-            && !is_go_duration(d.as_str())
+    /// Names `value` at `path` unless `valid` accepts it; `what` says what it should be.
+    fn written(&mut self, path: &str, value: Option<&str>, valid: fn(&str) -> bool, what: &str) {
+        if let Some(v) = value
+            && !valid(v)
         {
-            self.push(
-                path,
-                format!(
-                    "{:?} is not a Go duration such as 30m, 1h30m or 168h",
-                    d.as_str()
-                ),
-            );
+            self.push(path, format!("{v:?} is not {what}"));
         }
+    }
+
+    fn duration(&mut self, path: &str, d: Option<&GoDuration>) {
+        let what = "a Go duration such as 30m, 1h30m or 168h";
+        self.written(path, d.map(GoDuration::as_str), is_go_duration, what);
     }
 
     fn unit_decimal(&mut self, path: &str, d: Option<&UnitDecimal>) {
-        if let Some(d) = d
-            && !is_unit_decimal(d.as_str())
-        {
-            self.push(
-                path,
-                format!(
-                    "{:?} is not a quoted decimal from 0 to 1 such as \"0.7\"",
-                    d.as_str()
-                ),
-            );
-        }
+        let what = "a quoted decimal from 0 to 1 such as \"0.7\"";
+        self.written(path, d.map(UnitDecimal::as_str), is_unit_decimal, what);
     }
 
     fn quantity(&mut self, path: &str, q: Option<&Quantity>) {
-        if let Some(q) = q
-            && !is_quantity(q.as_str())
-        {
-            self.push(
-                path,
-                format!("{:?} is not a quantity such as 250m or 512Mi", q.as_str()),
-            );
-        }
+        let what = "a quantity such as 250m or 512Mi";
+        self.written(path, q.map(Quantity::as_str), is_quantity, what);
     }
 
     fn strings(&mut self, path: &str, items: &[String], max_items: usize, max_len: usize) {

@@ -8,21 +8,8 @@ use kerf_api::validate::{
 };
 use serde_json::{Value, json};
 
-fn yaml(s: &str) -> Value {
-    serde_yaml::from_str(s).unwrap_or(Value::Null)
-}
-
-/// Converts the spec and validates it; the first error either step reports.
-fn errors_of(spec_yaml: &str) -> Vec<FieldError> {
-    match policy_spec_from_value(&yaml(spec_yaml)) {
-        Ok(spec) => validate_policy(&spec),
-        Err(e) => vec![e],
-    }
-}
-
-fn paths(errors: &[FieldError]) -> Vec<&str> {
-    errors.iter().map(|e| e.path.as_str()).collect()
-}
+mod policy_errors;
+use policy_errors::{errors_of, only_error, paths};
 
 #[test]
 fn the_documented_examples_are_valid() {
@@ -69,31 +56,31 @@ fn an_empty_spec_is_valid_and_sets_nothing() {
 
 #[test]
 fn an_unknown_mode_names_spec_mode() {
-    let errs = errors_of("mode: aggressive");
-    assert_eq!(paths(&errs), ["spec.mode"]);
-    assert!(errs[0].message.contains("aggressive"), "{}", errs[0]);
-    let errs = errors_of("resources: {memory: {mode: yolo}}");
-    assert_eq!(paths(&errs), ["spec.resources.memory.mode"]);
+    let err = only_error("mode: aggressive", "spec.mode");
+    assert!(err.message.contains("aggressive"), "{err}");
+    only_error(
+        "resources: {memory: {mode: yolo}}",
+        "spec.resources.memory.mode",
+    );
 }
 
 #[test]
 fn an_unknown_strategy_names_the_field() {
-    let errs = errors_of("apply: {strategy: blue-green}");
-    assert_eq!(paths(&errs), ["spec.apply.strategy"]);
+    only_error("apply: {strategy: blue-green}", "spec.apply.strategy");
 }
 
 #[test]
 fn a_negative_max_change_percent_names_the_field() {
-    let errs = errors_of("guardrails: {maxChangePercent: -5}");
-    assert_eq!(paths(&errs), ["spec.guardrails.maxChangePercent"]);
-    assert!(errs[0].message.contains("-5"), "{}", errs[0]);
+    let path = "spec.guardrails.maxChangePercent";
+    let err = only_error("guardrails: {maxChangePercent: -5}", path);
+    assert!(err.message.contains("-5"), "{err}");
 }
 
 #[test]
 fn a_max_change_percent_of_101_names_the_field() {
-    let errs = errors_of("guardrails: {maxChangePercent: 101}");
-    assert_eq!(paths(&errs), ["spec.guardrails.maxChangePercent"]);
-    assert!(errs[0].message.contains("1 to 100"), "{}", errs[0]);
+    let path = "spec.guardrails.maxChangePercent";
+    let err = only_error("guardrails: {maxChangePercent: 101}", path);
+    assert!(err.message.contains("1 to 100"), "{err}");
     assert_eq!(errors_of("guardrails: {maxChangePercent: 0}").len(), 1);
     assert!(errors_of("guardrails: {maxChangePercent: 100}").is_empty());
     assert!(errors_of("guardrails: {maxChangePercent: 1}").is_empty());
@@ -101,14 +88,13 @@ fn a_max_change_percent_of_101_names_the_field() {
 
 #[test]
 fn a_window_with_schedule_and_start_names_the_window() {
-    let errs = errors_of(
+    let err = only_error(
         r#"apply: {maintenanceWindows: [{schedule: "0 2 * * 0", duration: 1h}, {schedule: "0 2 * * 0", duration: 1h, start: "2026-01-01T00:00:00Z"}]}"#,
+        "spec.apply.maintenanceWindows[1].start",
     );
-    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[1].start"]);
     assert!(
-        errs[0].message.contains("either schedule and duration"),
-        "{}",
-        errs[0]
+        err.message.contains("either schedule and duration"),
+        "{err}"
     );
 }
 
@@ -128,23 +114,30 @@ fn a_schedule_without_duration_names_the_duration() {
 
 #[test]
 fn a_one_off_window_must_end_after_it_starts() {
-    let errs = errors_of(
-        r#"apply: {maintenanceWindows: [{start: "2026-12-21T00:00:00Z", end: "2026-12-20T00:00:00Z"}]}"#,
-    );
-    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].end"]);
-    let errs = errors_of(
-        r#"apply: {maintenanceWindows: [{start: "tomorrow", end: "2026-12-20T00:00:00Z"}]}"#,
-    );
-    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].start"]);
-    let errs = errors_of(r#"apply: {maintenanceWindows: [{end: "2026-12-20T00:00:00Z"}]}"#);
-    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].start"]);
+    for (windows, path) in [
+        (
+            r#"[{start: "2026-12-21T00:00:00Z", end: "2026-12-20T00:00:00Z"}]"#,
+            "spec.apply.maintenanceWindows[0].end",
+        ),
+        (
+            r#"[{start: "tomorrow", end: "2026-12-20T00:00:00Z"}]"#,
+            "spec.apply.maintenanceWindows[0].start",
+        ),
+        (
+            r#"[{end: "2026-12-20T00:00:00Z"}]"#,
+            "spec.apply.maintenanceWindows[0].start",
+        ),
+    ] {
+        only_error(&format!("apply: {{maintenanceWindows: {windows}}}"), path);
+    }
 }
 
 #[test]
 fn a_malformed_duration_names_the_field() {
-    let errs =
-        errors_of("apply: {maintenanceWindows: [{schedule: '0 2 * * *', duration: 3 hours}]}");
-    assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows[0].duration"]);
+    only_error(
+        "apply: {maintenanceWindows: [{schedule: '0 2 * * *', duration: 3 hours}]}",
+        "spec.apply.maintenanceWindows[0].duration",
+    );
     let errs = errors_of("guardrails: {cooldown: 1d, rollback: {watchDuration: 30x}}");
     assert_eq!(
         paths(&errs),
@@ -159,11 +152,15 @@ fn a_malformed_duration_names_the_field() {
 // rule: GR-10
 #[test]
 fn a_min_confidence_of_1_5_names_the_field() {
-    let errs = errors_of(r#"guardrails: {minConfidence: "1.5"}"#);
-    assert_eq!(paths(&errs), ["spec.guardrails.minConfidence"]);
-    assert!(errs[0].message.contains("0 to 1"), "{}", errs[0]);
-    let errs = errors_of(r#"guardrails: {rollback: {throttlingRatio: "-0.2"}}"#);
-    assert_eq!(paths(&errs), ["spec.guardrails.rollback.throttlingRatio"]);
+    let err = only_error(
+        r#"guardrails: {minConfidence: "1.5"}"#,
+        "spec.guardrails.minConfidence",
+    );
+    assert!(err.message.contains("0 to 1"), "{err}");
+    only_error(
+        r#"guardrails: {rollback: {throttlingRatio: "-0.2"}}"#,
+        "spec.guardrails.rollback.throttlingRatio",
+    );
     assert!(
         errors_of(r#"guardrails: {minConfidence: "1", rollback: {throttlingRatio: "0"}}"#)
             .is_empty()
@@ -173,8 +170,10 @@ fn a_min_confidence_of_1_5_names_the_field() {
 // rule: GR-10
 #[test]
 fn an_unquoted_min_confidence_fails_to_convert_naming_the_field() {
-    let errs = errors_of("guardrails: {minConfidence: 0.7}");
-    assert_eq!(paths(&errs), ["spec.guardrails.minConfidence"]);
+    only_error(
+        "guardrails: {minConfidence: 0.7}",
+        "spec.guardrails.minConfidence",
+    );
 }
 
 // rule: AP-32
@@ -243,8 +242,7 @@ fn a_whole_object_that_does_not_convert_names_the_path_from_its_root() {
 fn quantities_convert_from_strings_and_numbers_and_bad_ones_are_named() {
     assert!(errors_of("guardrails: {minCPU: 1, minMemory: 64Mi}").is_empty());
     assert!(errors_of("guardrails: {minCPU: 0.5}").is_empty());
-    let errs = errors_of("guardrails: {minMemory: 64MB}");
-    assert_eq!(paths(&errs), ["spec.guardrails.minMemory"]);
+    only_error("guardrails: {minMemory: 64MB}", "spec.guardrails.minMemory");
 }
 
 /// A hub recommendation as its rsr spec, with `edit` applied to the JSON first.

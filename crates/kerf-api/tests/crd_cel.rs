@@ -25,31 +25,23 @@ fn schemas() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Every rule with the path of the schema node that carries it.
-fn collect(node: &Value, path: &str, out: &mut Vec<(String, Value)>) {
-    if let Some(rules) = node
-        .get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-    {
-        out.extend(rules.iter().map(|r| (path.to_owned(), r.clone())));
-    }
-    if let Some(props) = node.get("properties").and_then(Value::as_object) {
-        for (k, v) in props {
-            collect(v, &format!("{path}.{k}"), out);
-        }
-    }
-    if let Some(items) = node.get("items") {
-        collect(items, &format!("{path}[]"), out);
-    }
-    if let Some(add) = node.get("additionalProperties").filter(|a| a.is_object()) {
-        collect(add, &format!("{path}{{}}"), out);
-    }
-}
+mod schema_walk;
 
+/// Every rule with the path of the schema node that carries it.
 fn all_rules() -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for (kind, schema) in schemas() {
-        collect(&schema, kind, &mut out);
+        schema_walk::walk(&schema, kind, &mut |path, node| {
+            let rules = node
+                .get("x-kubernetes-validations")
+                .and_then(Value::as_array);
+            out.extend(
+                rules
+                    .into_iter()
+                    .flatten()
+                    .map(|r| (path.to_owned(), r.clone())),
+            );
+        });
     }
     out
 }

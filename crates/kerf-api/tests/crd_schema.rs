@@ -26,32 +26,34 @@ fn schema(kind: &str) -> Value {
     crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
-/// Visits every schema node under `node` (properties, items, additionalProperties and the
-/// branches of anyOf/allOf/oneOf) with its path.
-fn walk<'a>(node: &'a Value, path: &str, f: &mut dyn FnMut(&str, &'a Value)) {
-    f(path, node);
-    if let Some(props) = node.get("properties").and_then(Value::as_object) {
-        for (k, v) in props {
-            walk(v, &format!("{path}.{k}"), f);
-        }
+mod schema_walk;
+use schema_walk::walk;
+
+/// The paths (starting with the kind) of the nodes of both CRDs' schemas that `pick`
+/// picks.
+fn paths_where(pick: impl Fn(&str, &Value) -> bool) -> Vec<String> {
+    let mut picked = Vec::new();
+    for kind in ["RightsizingPolicy", "RightsizingRecommendation"] {
+        walk(&schema(kind), kind, &mut |path, n| {
+            if pick(path, n) {
+                picked.push(path.to_owned());
+            }
+        });
     }
-    if let Some(items) = node.get("items") {
-        walk(items, &format!("{path}[]"), f);
-    }
-    if let Some(add) = node.get("additionalProperties").filter(|a| a.is_object()) {
-        walk(add, &format!("{path}{{}}"), f);
-    }
-    for junctor in ["anyOf", "allOf", "oneOf"] {
-        for (i, b) in node
-            .get(junctor)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            walk(b, &format!("{path}.{junctor}[{i}]"), f);
-        }
-    }
+    picked
+}
+
+/// The printer columns of `kind`'s CRD.
+fn printer_columns(kind: &str) -> Vec<Value> {
+    crd(kind)["spec"]["versions"][0]["additionalPrinterColumns"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The names of `columns`.
+fn column_names(columns: &[Value]) -> Vec<&str> {
+    columns.iter().filter_map(|c| c["name"].as_str()).collect()
 }
 
 fn is_int_or_string(node: &Value) -> bool {
@@ -112,18 +114,12 @@ fn crds_have_the_documented_names_and_scopes() {
 // design D2: structural schemas.
 #[test]
 fn every_schema_node_has_a_type_except_int_or_string() {
-    for kind in ["RightsizingPolicy", "RightsizingRecommendation"] {
-        let root = schema(kind);
-        let mut missing = Vec::new();
-        walk(&root, kind, &mut |path, n| {
-            let in_junctor =
-                path.contains("anyOf[") || path.contains("allOf[") || path.contains("oneOf[");
-            if n.get("type").is_none() && !is_int_or_string(n) && !in_junctor {
-                missing.push(path.to_owned());
-            }
-        });
-        assert!(missing.is_empty(), "nodes without a type: {missing:?}");
-    }
+    let missing = paths_where(|path, n| {
+        let in_junctor =
+            path.contains("anyOf[") || path.contains("allOf[") || path.contains("oneOf[");
+        n.get("type").is_none() && !is_int_or_string(n) && !in_junctor
+    });
+    assert!(missing.is_empty(), "nodes without a type: {missing:?}");
 }
 
 // design D2: no references, no untyped junctions.
@@ -151,19 +147,13 @@ fn policy_spec_schema_has_no_default() {
 // design D2: every list is bounded.
 #[test]
 fn every_array_has_max_items() {
-    for kind in ["RightsizingPolicy", "RightsizingRecommendation"] {
-        let root = schema(kind);
-        let mut unbounded = Vec::new();
-        walk(&root, kind, &mut |path, n| {
-            if n["type"] == "array" && n.get("maxItems").and_then(Value::as_u64).is_none() {
-                unbounded.push(path.to_owned());
-            }
-        });
-        assert!(
-            unbounded.is_empty(),
-            "arrays without maxItems: {unbounded:?}"
-        );
-    }
+    let unbounded = paths_where(|_, n| {
+        n["type"] == "array" && n.get("maxItems").and_then(Value::as_u64).is_none()
+    });
+    assert!(
+        unbounded.is_empty(),
+        "arrays without maxItems: {unbounded:?}"
+    );
 }
 
 // design D2: every string a CEL rule can read is bounded.
@@ -287,16 +277,9 @@ fn every_guardrail_rollback_and_apply_field_of_the_documents_is_in_the_policy() 
 // rule: RB-38
 #[test]
 fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age() {
-    let cols =
-        crd("RightsizingRecommendation")["spec"]["versions"][0]["additionalPrinterColumns"].clone();
-    let names: Vec<&str> = cols
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let cols = printer_columns("RightsizingRecommendation");
     assert_eq!(
-        names,
+        column_names(&cols),
         [
             "Kind",
             "Workload",
@@ -315,17 +298,11 @@ fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age(
     );
     // The default view shows the first nine; `-o wide` adds the rest (priority 1).
     let priorities: Vec<i64> = cols
-        .as_array()
-        .into_iter()
-        .flatten()
+        .iter()
         .map(|c| c["priority"].as_i64().unwrap_or(0))
         .collect();
     assert_eq!(priorities, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
-    let phase = cols
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == "Phase");
+    let phase = cols.iter().find(|c| c["name"] == "Phase");
     assert_eq!(
         phase.map(|c| c["jsonPath"].clone()),
         Some(".status.phase".into())
@@ -334,13 +311,8 @@ fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age(
 
 #[test]
 fn rsp_printer_columns_show_mode_strategy_priority() {
-    let cols = crd("RightsizingPolicy")["spec"]["versions"][0]["additionalPrinterColumns"].clone();
-    let names: Vec<&str> = cols
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let cols = printer_columns("RightsizingPolicy");
+    let names = column_names(&cols);
     for want in ["Mode", "Strategy", "Priority"] {
         assert!(names.contains(&want), "{names:?}");
     }

@@ -15,6 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kerf_sim::admission::admit_pod_create;
 use kerf_sim::sim::{Sim, SimConfig};
+use kerf_sim::store::ApiError;
 use kerf_testkit::TestCa;
 use kube::Api;
 use kube::api::PostParams;
@@ -106,6 +107,54 @@ fn webhook_config(
     }))?)
 }
 
+/// Registers a MutatingWebhookConfiguration for pod creates in `default`.
+async fn register(
+    sim: &Sim,
+    name: &str,
+    client_config: Value,
+    ca_pem: &str,
+    policy: &str,
+) -> anyhow::Result<()> {
+    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
+    let config = webhook_config(name, client_config, ca_pem, policy)?;
+    mwc.create(&PostParams::default(), &config).await?;
+    Ok(())
+}
+
+/// Starts a sim with webhook `name` registered (`client_config`, trusting `ca_pem`, failure
+/// policy `policy`) and creates a bare pod through admission; the refusal.
+async fn refused_pod(
+    name: &str,
+    client_config: Value,
+    ca_pem: &str,
+    policy: &str,
+) -> anyhow::Result<ApiError> {
+    let sim = Sim::start(SimConfig::default()).await?;
+    register(&sim, name, client_config, ca_pem, policy).await?;
+    match admit_pod_create(sim.context(), bare_pod()).await {
+        Ok(pod) => anyhow::bail!("the pod was admitted: {pod}"),
+        Err(e) => Ok(e),
+    }
+}
+
+/// The client config of a webhook reached by URL on local port `port`.
+fn url_config(port: u16) -> Value {
+    json!({"url": format!("https://127.0.0.1:{port}/mutate")})
+}
+
+/// A local port nothing listens on.
+async fn closed_port() -> anyhow::Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    Ok(listener.local_addr()?.port())
+}
+
+async fn create_replicaset(sim: &Sim, name: &str) -> anyhow::Result<()> {
+    let rs: Api<ReplicaSet> = Api::namespaced(sim.client(), "default");
+    rs.create(&PostParams::default(), &replicaset(name)?)
+        .await?;
+    Ok(())
+}
+
 fn replicaset(name: &str) -> anyhow::Result<ReplicaSet> {
     Ok(serde_json::from_value(
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -135,17 +184,10 @@ async fn mutating_webhook_patches_pods_created_by_a_replicaset() {
         .state
         .route_webhook_service("webhooks", "hook", hook.addr);
     let cc = json!({"service": {"namespace": "webhooks", "name": "hook", "path": "/mutate", "port": 443}});
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
-    mwc.create(
-        &PostParams::default(),
-        &webhook_config("svc", cc, &hook.ca_pem, "Fail").unwrap(),
-    )
-    .await
-    .unwrap();
-    let rs: Api<ReplicaSet> = Api::namespaced(sim.client(), "default");
-    rs.create(&PostParams::default(), &replicaset("mut").unwrap())
+    register(&sim, "svc", cc, &hook.ca_pem, "Fail")
         .await
         .unwrap();
+    create_replicaset(&sim, "mut").await.unwrap();
 
     let pods = pods_of(&sim, "mut", 2).await.unwrap();
     for p in &pods {
@@ -175,24 +217,12 @@ async fn mutating_webhook_patches_pods_created_by_a_replicaset() {
 #[tokio::test]
 async fn failure_policy_ignore_with_the_webhook_down_still_creates_pods() {
     let hook = start_hook(true).await.unwrap();
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port().await.unwrap();
     let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let cc = json!({"url": format!("https://127.0.0.1:{}/mutate", closed.port())});
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
-    mwc.create(
-        &PostParams::default(),
-        &webhook_config("down", cc, &hook.ca_pem, "Ignore").unwrap(),
-    )
-    .await
-    .unwrap();
-    let rs: Api<ReplicaSet> = Api::namespaced(sim.client(), "default");
-    rs.create(&PostParams::default(), &replicaset("ign").unwrap())
+    register(&sim, "down", url_config(closed), &hook.ca_pem, "Ignore")
         .await
         .unwrap();
+    create_replicaset(&sim, "ign").await.unwrap();
     let pods = pods_of(&sim, "ign", 2).await.unwrap();
     assert!(
         pods.iter()
@@ -207,23 +237,11 @@ async fn failure_policy_ignore_with_the_webhook_down_still_creates_pods() {
 #[tokio::test]
 async fn failure_policy_fail_refuses_the_pod_naming_the_webhook() {
     let hook = start_hook(true).await.unwrap();
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let closed = closed_port().await.unwrap();
+    let url = format!("https://127.0.0.1:{closed}/mutate");
+    let err = refused_pod("fail", url_config(closed), &hook.ca_pem, "Fail")
         .await
-        .unwrap()
-        .local_addr()
         .unwrap();
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let url = format!("https://127.0.0.1:{}/mutate", closed.port());
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
-    mwc.create(
-        &PostParams::default(),
-        &webhook_config("fail", json!({"url": url}), &hook.ca_pem, "Fail").unwrap(),
-    )
-    .await
-    .unwrap();
-    let err = admit_pod_create(sim.context(), bare_pod())
-        .await
-        .unwrap_err();
     assert_eq!(err.code, 500);
     assert_eq!(err.reason, "InternalError");
     let prefix = format!(
@@ -236,18 +254,10 @@ async fn failure_policy_fail_refuses_the_pod_naming_the_webhook() {
 async fn a_certificate_from_another_ca_is_refused() {
     let hook = start_hook(true).await.unwrap();
     let other = start_hook(true).await.unwrap();
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let cc = json!({"url": format!("https://127.0.0.1:{}/mutate", hook.addr.port())});
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
-    mwc.create(
-        &PostParams::default(),
-        &webhook_config("wrongca", cc, &other.ca_pem, "Fail").unwrap(),
-    )
-    .await
-    .unwrap();
-    let err = admit_pod_create(sim.context(), bare_pod())
+    let cc = url_config(hook.addr.port());
+    let err = refused_pod("wrongca", cc, &other.ca_pem, "Fail")
         .await
-        .unwrap_err();
+        .unwrap();
     assert_eq!(err.code, 500);
     assert!(err.message.contains("certificate"), "{}", err.message);
     assert!(hook.seen.lock().unwrap().is_empty());
@@ -256,18 +266,10 @@ async fn a_certificate_from_another_ca_is_refused() {
 #[tokio::test]
 async fn a_denial_carries_the_webhooks_message() {
     let hook = start_hook(false).await.unwrap();
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let cc = json!({"url": format!("https://127.0.0.1:{}/mutate", hook.addr.port())});
-    let mwc: Api<MutatingWebhookConfiguration> = Api::all(sim.client());
-    mwc.create(
-        &PostParams::default(),
-        &webhook_config("deny", cc, &hook.ca_pem, "Ignore").unwrap(),
-    )
-    .await
-    .unwrap();
-    let err = admit_pod_create(sim.context(), bare_pod())
+    let cc = url_config(hook.addr.port());
+    let err = refused_pod("deny", cc, &hook.ca_pem, "Ignore")
         .await
-        .unwrap_err();
+        .unwrap();
     assert_eq!(err.code, 403);
     assert_eq!(
         err.message,

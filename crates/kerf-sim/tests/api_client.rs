@@ -9,6 +9,14 @@ use kerf_testkit::api_sim;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::json;
 
+/// Asserts that `res` is the API server's refusal with HTTP `code`.
+fn assert_api_code<T: std::fmt::Debug>(res: &kube::Result<T>, code: u16) {
+    assert!(
+        matches!(res, Err(kube::Error::Api(e)) if e.code == code),
+        "{res:?}"
+    );
+}
+
 #[tokio::test]
 async fn client_creates_lists_by_label_and_deletes_configmaps() -> anyhow::Result<()> {
     let sim = api_sim().await?;
@@ -89,10 +97,7 @@ async fn client_resize_changes_resources_and_plain_patch_is_refused() -> anyhow:
             &Patch::Strategic(patch.clone()),
         )
         .await;
-    assert!(
-        matches!(plain, Err(kube::Error::Api(ref e)) if e.code == 422),
-        "{plain:?}"
-    );
+    assert_api_code(&plain, 422);
     let resized = api
         .patch_subresource(
             "resize",
@@ -123,10 +128,7 @@ async fn client_server_side_apply_conflicts_without_force_and_wins_with_force() 
     let refused = api
         .patch("s", &PatchParams::apply("kerf"), &Patch::Apply(&other))
         .await;
-    assert!(
-        matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 409),
-        "{refused:?}"
-    );
+    assert_api_code(&refused, 409);
     let forced = api
         .patch(
             "s",
@@ -330,10 +332,7 @@ async fn json_patch_rewrites_managed_fields_and_keeps_values_and_generation() ->
             &Patch::Json::<()>(ops("stale", json!([{}]))?),
         )
         .await;
-    assert!(
-        matches!(stale, Err(kube::Error::Api(ref e)) if e.code == 422),
-        "{stale:?}"
-    );
+    assert_api_code(&stale, 422);
     // An empty list keeps the entries, as for a client that does not know the field.
     let kept = api
         .patch(

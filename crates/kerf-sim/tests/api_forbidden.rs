@@ -43,6 +43,20 @@ async fn pod(sim: &Sim, ns: &str, name: &str, cpu: &str, memory: &str) -> anyhow
     Ok(())
 }
 
+/// Resizes container `app` of `ns/name` to `cpu` (requests and limits).
+async fn resize_cpu(client: kube::Client, ns: &str, name: &str, cpu: &str) -> kube::Result<Pod> {
+    let patch = json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
+    Api::<Pod>::namespaced(client, ns)
+        .patch_subresource(
+            "resize",
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+}
+
 /// Resizes container `app` of `ns/name` to `cpu`; the Status of the refusal.
 async fn resize_refused(
     client: kube::Client,
@@ -50,21 +64,19 @@ async fn resize_refused(
     name: &str,
     cpu: &str,
 ) -> anyhow::Result<Value> {
-    let patch = json!({"spec": {"containers": [{"name": "app",
-        "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
-    let res = Api::<Pod>::namespaced(client, ns)
-        .patch_subresource(
-            "resize",
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await;
-    match res {
+    match resize_cpu(client, ns, name, cpu).await {
         Err(kube::Error::Api(status)) => Ok(serde_json::to_value(&*status)?),
         Err(e) => anyhow::bail!("unexpected error: {e}"),
         Ok(_) => anyhow::bail!("resize of {ns}/{name} to {cpu} was accepted"),
     }
+}
+
+/// A sim with pod `shop/name` whose resizes RBAC denies to the agent.
+async fn pod_the_agent_may_not_resize(name: &str) -> anyhow::Result<Sim> {
+    let sim = api_sim().await?;
+    pod(&sim, "shop", name, "500m", "128Mi").await?;
+    sim.context().state.resize.deny_user(AGENT);
+    Ok(sim)
 }
 
 fn shape(status: &Value) -> Value {
@@ -92,9 +104,7 @@ async fn resize_beyond_node_room_answers_the_recorded_403() -> anyhow::Result<()
 
 #[tokio::test]
 async fn resize_denied_by_rbac_names_user_verb_and_subresource() -> anyhow::Result<()> {
-    let sim = api_sim().await?;
-    pod(&sim, "shop", "web-1", "500m", "128Mi").await?;
-    sim.context().state.resize.deny_user(AGENT);
+    let sim = pod_the_agent_may_not_resize("web-1").await?;
     let status = resize_refused(client_as(&sim, AGENT).await?, "shop", "web-1", "600m").await?;
     assert_eq!(
         shape(&status),
@@ -102,17 +112,8 @@ async fn resize_denied_by_rbac_names_user_verb_and_subresource() -> anyhow::Resu
             "message": "pods \"web-1\" is forbidden: User \"system:serviceaccount:kerf-system:kerf\" cannot patch resource \"pods/resize\" in API group \"\" in the namespace \"shop\"",
             "details": {"name": "web-1", "kind": "pods"}})
     );
-    let other = Api::<Pod>::namespaced(client_as(&sim, "someone-else").await?, "shop");
-    let patch = json!({"spec": {"containers": [{"name": "app",
-        "resources": {"requests": {"cpu": "600m"}, "limits": {"cpu": "600m"}}}]}});
-    let pod = other
-        .patch_subresource(
-            "resize",
-            "web-1",
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await?;
+    let other = client_as(&sim, "someone-else").await?;
+    let pod = resize_cpu(other, "shop", "web-1", "600m").await?;
     let cpu = pod.spec.and_then(|s| s.containers[0].resources.clone());
     assert_eq!(
         cpu.and_then(|r| r.requests)
@@ -122,25 +123,13 @@ async fn resize_denied_by_rbac_names_user_verb_and_subresource() -> anyhow::Resu
         ))
     );
     sim.context().state.resize.allow_user(AGENT);
-    let agent = Api::<Pod>::namespaced(client_as(&sim, AGENT).await?, "shop");
-    let patch = json!({"spec": {"containers": [{"name": "app",
-        "resources": {"requests": {"cpu": "700m"}, "limits": {"cpu": "700m"}}}]}});
-    agent
-        .patch_subresource(
-            "resize",
-            "web-1",
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await?;
+    resize_cpu(client_as(&sim, AGENT).await?, "shop", "web-1", "700m").await?;
     Ok(())
 }
 
 #[tokio::test]
 async fn resize_denied_by_rbac_on_put_says_update() -> anyhow::Result<()> {
-    let sim = api_sim().await?;
-    pod(&sim, "shop", "web-2", "500m", "128Mi").await?;
-    sim.context().state.resize.deny_user(AGENT);
+    let sim = pod_the_agent_may_not_resize("web-2").await?;
     let api = Api::<Pod>::namespaced(client_as(&sim, AGENT).await?, "shop");
     let current = Api::<Pod>::namespaced(sim.client(), "shop")
         .get("web-2")
@@ -177,25 +166,8 @@ async fn resize_beyond_resource_quota_answers_exceeded_quota() -> anyhow::Result
             "details": {"name": "api-2", "kind": "pods"}})
     );
     // Within the quota the resize goes in.
-    let api = Api::<Pod>::namespaced(sim.client(), "team");
-    let patch = json!({"spec": {"containers": [{"name": "app",
-        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}});
-    api.patch_subresource(
-        "resize",
-        "api-2",
-        &PatchParams::default(),
-        &Patch::Strategic(patch),
-    )
-    .await?;
+    resize_cpu(sim.client(), "team", "api-2", "1").await?;
     sim.context().state.resize.clear_quota("team");
-    let patch = json!({"spec": {"containers": [{"name": "app",
-        "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}});
-    api.patch_subresource(
-        "resize",
-        "api-2",
-        &PatchParams::default(),
-        &Patch::Strategic(patch),
-    )
-    .await?;
+    resize_cpu(sim.client(), "team", "api-2", "2").await?;
     Ok(())
 }

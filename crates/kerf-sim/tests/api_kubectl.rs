@@ -8,6 +8,11 @@ fn kubectl(sim: &Sim, args: &[&str], stdin: Option<&str>) -> anyhow::Result<(boo
     kerf_testkit::kubectl(sim.kubeconfig_path(), args, stdin)
 }
 
+/// Runs kubectl with the words of `line` as its arguments.
+fn kubectl_line(sim: &Sim, line: &str, stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
+    kubectl(sim, &line.split_whitespace().collect::<Vec<_>>(), stdin)
+}
+
 const MANIFEST: &str = "apiVersion: v1
 kind: Namespace
 metadata:
@@ -39,65 +44,27 @@ async fn kubectl_apply_get_resize_wait_and_describe_work() -> anyhow::Result<()>
     let sim = Sim::start(SimConfig::default()).await?;
     let (ok, out) = kubectl(&sim, &["apply", "-f", "-"], Some(MANIFEST))?;
     assert!(ok, "{out}");
-    let (ok, out) = kubectl(
-        &sim,
-        &[
-            "wait",
-            "-n",
-            "shop",
-            "--for=condition=Available",
-            "deployment/web",
-            "--timeout=20s",
-        ],
-        None,
-    )?;
-    assert!(ok, "{out}");
-    let (ok, out) = kubectl(
-        &sim,
-        &[
-            "wait",
-            "-n",
-            "shop",
-            "--for=condition=Ready",
-            "pod",
-            "--all",
-            "--timeout=20s",
-        ],
-        None,
-    )?;
-    assert!(ok, "{out}");
+    for wait in [
+        "wait -n shop --for=condition=Available deployment/web --timeout=20s",
+        "wait -n shop --for=condition=Ready pod --all --timeout=20s",
+    ] {
+        let (ok, out) = kubectl_line(&sim, wait, None)?;
+        assert!(ok, "{out}");
+    }
     let (ok, pods) = kubectl(&sim, &["get", "pods", "-n", "shop", "-o", "name"], None)?;
     assert!(ok, "{pods}");
     let pod = pods.lines().next().unwrap_or_default().to_string();
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m"}}}]}}"#;
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_line(
         &sim,
-        &[
-            "patch",
-            "-n",
-            "shop",
-            &pod,
-            "--subresource",
-            "resize",
-            "--type",
-            "strategic",
-            "-p",
-            patch,
-        ],
+        &format!("patch -n shop {pod} --subresource resize --type strategic -p {patch}"),
         None,
     )?;
     assert!(ok, "{out}");
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_line(
         &sim,
-        &[
-            "get",
-            "-n",
-            "shop",
-            &pod,
-            "-o",
-            "jsonpath={.spec.containers[0].resources.requests.cpu}",
-        ],
+        &format!("get -n shop {pod} -o jsonpath={{.spec.containers[0].resources.requests.cpu}}"),
         None,
     )?;
     assert_eq!((ok, out.trim()), (true, "150m"));
@@ -111,16 +78,9 @@ async fn kubectl_apply_get_resize_wait_and_describe_work() -> anyhow::Result<()>
         !ok && out.contains("conflict with \"kubectl-client-side-apply\""),
         "{out}"
     );
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_line(
         &sim,
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=kerf",
-            "-f",
-            "-",
-        ],
+        "apply --server-side --force-conflicts --field-manager=kerf -f -",
         Some(ssa),
     )?;
     assert!(ok, "{out}");

@@ -47,6 +47,19 @@ fn page(limit: u32, token: Option<&str>) -> ListParams {
     }
 }
 
+/// A sim holding `n` ConfigMaps `{prefix}-000`… in `default`, each with 4 KiB of `fill`.
+async fn sim_with_blobs(prefix: &str, n: usize, fill: &str) -> anyhow::Result<Sim> {
+    let sim = api_sim().await?;
+    let blob = fill.repeat(4096);
+    for i in 0..n {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{prefix}-{i:03}"), "namespace": "default"},
+            "data": {"blob": blob}});
+        sim.context().store.create(&gvr::CONFIGMAPS, obj, "test")?;
+    }
+    Ok(sim)
+}
+
 #[tokio::test]
 async fn pages_follow_key_order_and_keep_the_first_pages_resource_version() -> anyhow::Result<()> {
     let sim = api_sim().await?;
@@ -161,15 +174,8 @@ async fn a_malformed_continue_token_is_400() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_list_larger_than_a_chunk_is_the_same_json_as_one_list_value() -> anyhow::Result<()> {
-    let sim = api_sim().await?;
+    let sim = sim_with_blobs("big", 150, "x").await?;
     let store = &sim.context().store;
-    let blob = "x".repeat(4096);
-    for i in 0..150 {
-        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("big-{i:03}"), "namespace": "default"},
-            "data": {"blob": blob}});
-        store.create(&gvr::CONFIGMAPS, obj, "test")?;
-    }
     let req = http::Request::get("/api/v1/namespaces/default/configmaps").body(Vec::new())?;
     let text = sim.client().request_text(req).await?;
     let (items, rv) = store.list(&gvr::CONFIGMAPS, Some("default"));
@@ -189,15 +195,7 @@ async fn a_list_larger_than_a_chunk_is_the_same_json_as_one_list_value() -> anyh
 
 #[tokio::test]
 async fn initial_watch_events_larger_than_one_write_arrive_line_by_line() -> anyhow::Result<()> {
-    let sim = api_sim().await?;
-    let store = &sim.context().store;
-    let blob = "y".repeat(4096);
-    for i in 0..100 {
-        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("w-{i:03}"), "namespace": "default"},
-            "data": {"blob": blob}});
-        store.create(&gvr::CONFIGMAPS, obj, "test")?;
-    }
+    let sim = sim_with_blobs("w", 100, "y").await?;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let config = watcher::Config::default().streaming_lists();
     let mut stream = Box::pin(watcher::watcher(api, config));

@@ -45,18 +45,15 @@ fn kubectl(sim: &Sim, args: &str, stdin: Option<&str>) -> anyhow::Result<(bool, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_of_generated_yaml_and_scale_work() -> anyhow::Result<()> {
     let sim = api_sim().await?;
-    let (ok, yaml) = kubectl(&sim, "create namespace x --dry-run=client -o yaml", None)?;
-    assert!(ok, "{yaml}");
-    let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;
-    assert!(ok, "{out}");
-    let (ok, yaml) = kubectl(
-        &sim,
-        "create deployment web -n x --image=registry.k8s.io/pause:3.10 --dry-run=client -o yaml",
-        None,
-    )?;
-    assert!(ok, "{yaml}");
-    let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;
-    assert!(ok, "{out}");
+    for create in [
+        "create namespace x",
+        "create deployment web -n x --image=registry.k8s.io/pause:3.10",
+    ] {
+        let (ok, yaml) = kubectl(&sim, &format!("{create} --dry-run=client -o yaml"), None)?;
+        assert!(ok, "{yaml}");
+        let (ok, out) = kubectl(&sim, "apply -f -", Some(&yaml))?;
+        assert!(ok, "{out}");
+    }
     let (ok, out) = kubectl(&sim, "scale -n x deployment web --replicas=2", None)?;
     assert!(ok, "{out}");
     let (ok, out) = kubectl(

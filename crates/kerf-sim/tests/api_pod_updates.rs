@@ -18,6 +18,14 @@ fn bare_pod(name: &str) -> Value {
             "resources": {"limits": {"cpu": "200m", "memory": "128Mi"}}}]}})
 }
 
+/// Writes `bare_pod(name)` into the store as the controllers do; the pods API of `default`.
+fn controller_written_pod(sim: &kerf_sim::sim::Sim, name: &str) -> anyhow::Result<Api<Pod>> {
+    sim.context()
+        .store
+        .create(&gvr::PODS, bare_pod(name), "kube-controller-manager")?;
+    Ok(Api::namespaced(sim.client(), "default"))
+}
+
 fn generation(p: &Pod) -> i64 {
     p.metadata.generation.unwrap_or_default()
 }
@@ -25,27 +33,21 @@ fn generation(p: &Pod) -> i64 {
 #[tokio::test]
 async fn label_only_patches_of_a_controller_written_pod_are_accepted() -> anyhow::Result<()> {
     let sim = api_sim().await?;
-    sim.context()
-        .store
-        .create(&gvr::PODS, bare_pod("web-1"), "kube-controller-manager")?;
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let api = controller_written_pod(&sim, "web-1")?;
     let pp = PatchParams::default();
-    let merged = api
-        .patch(
-            "web-1",
-            &pp,
-            &Patch::Merge(json!({"metadata": {"labels": {"m": "1"}}})),
-        )
-        .await?;
-    assert_eq!(merged.labels().get("m").map(String::as_str), Some("1"));
-    let strategic = api
-        .patch(
-            "web-1",
-            &pp,
-            &Patch::Strategic(json!({"metadata": {"labels": {"s": "1"}}})),
-        )
-        .await?;
-    assert_eq!(strategic.labels().get("s").map(String::as_str), Some("1"));
+    for (label, patch) in [
+        (
+            "m",
+            Patch::Merge(json!({"metadata": {"labels": {"m": "1"}}})),
+        ),
+        (
+            "s",
+            Patch::Strategic(json!({"metadata": {"labels": {"s": "1"}}})),
+        ),
+    ] {
+        let patched = api.patch("web-1", &pp, &patch).await?;
+        assert_eq!(patched.labels().get(label).map(String::as_str), Some("1"));
+    }
     let ops: json_patch::Patch =
         serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels/j", "value": "1"}]))?;
     let jsonp = api.patch("web-1", &pp, &Patch::<()>::Json(ops)).await?;
@@ -65,10 +67,7 @@ async fn label_only_patches_of_a_controller_written_pod_are_accepted() -> anyhow
 #[tokio::test]
 async fn put_of_an_unchanged_pod_is_accepted_and_changes_nothing() -> anyhow::Result<()> {
     let sim = api_sim().await?;
-    sim.context()
-        .store
-        .create(&gvr::PODS, bare_pod("web-2"), "kube-controller-manager")?;
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let api = controller_written_pod(&sim, "web-2")?;
     let current = api.get("web-2").await?;
     let replaced = api
         .replace("web-2", &PostParams::default(), &current)
@@ -101,10 +100,7 @@ async fn put_of_an_unchanged_pod_is_accepted_and_changes_nothing() -> anyhow::Re
 #[tokio::test]
 async fn a_patch_that_changes_a_defaulted_field_is_still_refused() -> anyhow::Result<()> {
     let sim = api_sim().await?;
-    sim.context()
-        .store
-        .create(&gvr::PODS, bare_pod("web-3"), "kube-controller-manager")?;
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let api = controller_written_pod(&sim, "web-3")?;
     let err = api
         .patch(
             "web-3",

@@ -11,6 +11,8 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
+mod support;
+
 const BIN: &str = env!("CARGO_BIN_EXE_kerf-sim");
 
 /// Starts `kerf-sim serve` with `extra` flags; returns the child and its first `lines`
@@ -126,23 +128,7 @@ async fn serve_prints_its_listeners_and_fault_injects_through_the_control_listen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_a_hub_file_serves_the_dev_hub() {
     let dir = tempfile::tempdir().unwrap();
-    let hub_file = dir.path().join("hub.yaml");
-    std::fs::write(
-        &hub_file,
-        r#"
-clusters:
-  dev:
-    recommendations:
-      - workload: {namespace: shop, kind: Deployment, name: web}
-        recommendationID: r-1
-        generatedAt: "2026-11-04T10:00:00Z"
-        confidence: "0.9"
-        dataCoverage: {covered: 240h, window: 336h}
-        settings: {window: 336h, cpuPercentile: 90, memoryPercentile: 99, headroomPercent: 15, limits: Keep}
-        containers: [{name: app, requests: {cpu: 250m}}]
-"#,
-    )
-    .unwrap();
+    let hub_file = support::hub_file(dir.path(), "").unwrap();
     let hub_arg = hub_file.to_string_lossy().into_owned();
     let (_served, lines) = serve(
         &dir.path().join("kubeconfig"),
@@ -152,14 +138,12 @@ clusters:
     .unwrap();
     let hub = after(&lines, "dev hub ").unwrap();
     assert!(hub.starts_with("http://127.0.0.1:"), "{lines:?}");
-    let list: Value = reqwest::Client::new()
-        .get(format!("{hub}/v1/clusters/dev/recommendations"))
-        .bearer_auth("tok")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = support::json_body(
+        reqwest::Client::new()
+            .get(format!("{hub}/v1/clusters/dev/recommendations"))
+            .bearer_auth("tok"),
+    )
+    .await
+    .unwrap();
     assert_eq!(list["recommendations"][0]["recommendationID"], "r-1");
 }

@@ -28,14 +28,9 @@ async fn start() -> anyhow::Result<Sim> {
         ..SimConfig::default()
     };
     let sim = Sim::start(config).await?;
-    send(
-        &sim,
-        "POST",
-        "/api/v1/namespaces?fieldManager=kubectl-create",
-        Some("application/json"),
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "conf"}}),
-    )
-    .await?;
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "conf"}});
+    let path = "/api/v1/namespaces?fieldManager=kubectl-create";
+    send_json(&sim, "POST", path, &namespace).await?;
     Ok(sim)
 }
 
@@ -73,6 +68,33 @@ async fn send(
     Ok((status, parsed))
 }
 
+/// A GET without a body.
+async fn get(sim: &Sim, path: &str) -> anyhow::Result<(u16, Value)> {
+    send(sim, "GET", path, None, &Value::Null).await
+}
+
+/// Sends `body` as `application/json`.
+async fn send_json(
+    sim: &Sim,
+    method: &str,
+    path: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    send(sim, method, path, Some("application/json"), body).await
+}
+
+/// Sends a recorded request (`method`, `path`, `contentType`, `body`).
+async fn send_recorded(sim: &Sim, r: &Value) -> anyhow::Result<(u16, Value)> {
+    send(
+        sim,
+        r["method"].as_str().unwrap_or("GET"),
+        r["path"].as_str().unwrap_or("/"),
+        r["contentType"].as_str(),
+        &r["body"],
+    )
+    .await
+}
+
 fn collection_path(obj: &Value) -> String {
     let api = obj["apiVersion"].as_str().unwrap_or("v1");
     let kind = obj["kind"].as_str().unwrap_or_default();
@@ -106,27 +128,14 @@ async fn set_up(sim: &Sim, c: &Value) -> anyhow::Result<()> {
         } else {
             "kubectl-create"
         };
-        let (code, body) = send(
-            sim,
-            "POST",
-            &format!("{}?fieldManager={manager}", collection_path(&obj)),
-            Some("application/json"),
-            &obj,
-        )
-        .await?;
+        let path = format!("{}?fieldManager={manager}", collection_path(&obj));
+        let (code, body) = send_json(sim, "POST", &path, &obj).await?;
         anyhow::ensure!(code == 201, "setup create failed: {code} {body}");
     }
     for step in c["setup"]["steps"].as_array().into_iter().flatten() {
         let r = &step["request"];
         if r.is_object() {
-            send(
-                sim,
-                r["method"].as_str().unwrap_or("GET"),
-                r["path"].as_str().unwrap_or("/"),
-                r["contentType"].as_str(),
-                &r["body"],
-            )
-            .await?;
+            send_recorded(sim, r).await?;
         }
     }
     wait_settled(sim).await
@@ -225,27 +234,75 @@ fn sorted(mut v: Vec<Value>) -> Vec<Value> {
 
 /// Runs the case's own request.
 async fn replay(sim: &Sim, c: &Value) -> anyhow::Result<(u16, Value)> {
-    let r = &c["request"];
-    send(
-        sim,
-        r["method"].as_str().unwrap_or("GET"),
-        r["path"].as_str().unwrap_or("/"),
-        r["contentType"].as_str(),
-        &r["body"],
-    )
-    .await
+    send_recorded(sim, &c["request"]).await
 }
 
-async fn run_status_case(name: &str, first_line: bool) -> anyhow::Result<(Sim, Value)> {
-    let c = case(name);
+/// A started sim with the case's setup done.
+async fn started_with(c: &Value) -> anyhow::Result<Sim> {
     let sim = start().await?;
-    set_up(&sim, &c).await?;
-    let (code, body) = replay(&sim, &c).await?;
+    set_up(&sim, c).await?;
+    Ok(sim)
+}
+
+/// The case, its cluster once set up, and the object at `path` read before the request.
+async fn case_and_object(name: &str, path: &str) -> anyhow::Result<(Value, Sim, Value)> {
+    let c = case(name);
+    let sim = started_with(&c).await?;
+    let (_, obj) = get(&sim, path).await?;
+    Ok((c, sim, obj))
+}
+
+/// PUTs `obj` to `path` and asserts the refusal `code` with the case's recorded Status.
+async fn assert_put_refused(
+    sim: &Sim,
+    c: &Value,
+    (path, obj): (&str, &Value),
+    code: u16,
+    first_line: bool,
+) -> anyhow::Result<()> {
+    let (got, body) = send_json(sim, "PUT", path, obj).await?;
+    assert_eq!(got, code);
+    assert_status(&c["response"]["body"], &body, first_line);
+    Ok(())
+}
+
+/// Asserts the status code the case recorded.
+fn assert_recorded_code(name: &str, c: &Value, code: u16, body: &Value) {
     assert_eq!(
         code,
         c["response"]["status"].as_u64().unwrap_or(0) as u16,
         "{name}: {body}"
     );
+}
+
+/// Asserts that `body` has the recorded body's values at `pointers` and the same client
+/// managedFields entries.
+fn assert_as_recorded(name: &str, body: &Value, expected: &Value, pointers: &[&str]) {
+    for p in pointers {
+        assert_eq!(body.pointer(p), expected.pointer(p), "{name}: {p}");
+    }
+    assert_eq!(
+        sorted(client_entries(body)),
+        sorted(client_entries(expected)),
+        "{name}"
+    );
+}
+
+/// The `type` of each event of a watch stream.
+fn event_types(events: &Value) -> Vec<&str> {
+    events
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["type"].as_str())
+        .collect()
+}
+
+async fn run_status_case(name: &str, first_line: bool) -> anyhow::Result<(Sim, Value)> {
+    let c = case(name);
+    let sim = started_with(&c).await?;
+    let (code, body) = replay(&sim, &c).await?;
+    assert_recorded_code(name, &c, code, &body);
     if body["kind"] == "Status" {
         assert_status(&c["response"]["body"], &body, first_line);
     }
@@ -255,105 +312,52 @@ async fn run_status_case(name: &str, first_line: bool) -> anyhow::Result<(Sim, V
 #[tokio::test]
 async fn resize_within_allocatable_bumps_generation_and_records_a_resize_manager()
 -> anyhow::Result<()> {
-    let c = case("01-resize-accepted");
-    let (_sim, body) = run_status_case("01-resize-accepted", false).await?;
-    let expected = &c["response"]["body"];
-    assert_eq!(
-        body["metadata"]["generation"],
-        expected["metadata"]["generation"]
-    );
-    assert_eq!(
-        body["spec"]["containers"][0]["resources"],
-        expected["spec"]["containers"][0]["resources"]
-    );
-    assert_eq!(
-        sorted(client_entries(&body)),
-        sorted(client_entries(expected))
-    );
+    let name = "01-resize-accepted";
+    let (_sim, body) = run_status_case(name, false).await?;
+    let pointers = ["/metadata/generation", "/spec/containers/0/resources"];
+    assert_as_recorded(name, &body, &case(name)["response"]["body"], &pointers);
     Ok(())
 }
 
-#[tokio::test]
-async fn resize_beyond_node_allocatable_is_forbidden_with_node_capacity_cause() -> anyhow::Result<()>
-{
-    run_status_case("02-resize-beyond-allocatable", false)
-        .await
-        .map(|_| ())
+/// One test per case whose answer only has to match the recorded code and Status.
+macro_rules! status_case_tests {
+    ($($test:ident: $case:literal, first_line: $first_line:literal;)*) => {$(
+        #[tokio::test]
+        async fn $test() -> anyhow::Result<()> {
+            run_status_case($case, $first_line).await.map(|_| ())
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn resize_changing_qos_class_is_invalid() -> anyhow::Result<()> {
-    run_status_case("03-resize-qos-change", false)
-        .await
-        .map(|_| ())
-}
-
-#[tokio::test]
-async fn resize_removing_a_limit_is_invalid() -> anyhow::Result<()> {
-    run_status_case("04-resize-remove-limit", false)
-        .await
-        .map(|_| ())
+status_case_tests! {
+    resize_beyond_node_allocatable_is_forbidden_with_node_capacity_cause:
+        "02-resize-beyond-allocatable", first_line: false;
+    resize_changing_qos_class_is_invalid: "03-resize-qos-change", first_line: false;
+    resize_removing_a_limit_is_invalid: "04-resize-remove-limit", first_line: false;
+    plain_pod_patch_of_resources_is_forbidden: "06-pod-patch-resources", first_line: true;
 }
 
 #[tokio::test]
 async fn resize_silently_drops_image_change_but_records_field_ownership() -> anyhow::Result<()> {
-    let c = case("05-resize-change-image");
-    let (_sim, body) = run_status_case("05-resize-change-image", false).await?;
-    let expected = &c["response"]["body"];
-    assert_eq!(
-        body["spec"]["containers"][0]["image"],
-        expected["spec"]["containers"][0]["image"]
-    );
-    assert_eq!(
-        body["metadata"]["generation"],
-        expected["metadata"]["generation"]
-    );
-    assert_eq!(
-        sorted(client_entries(&body)),
-        sorted(client_entries(expected))
-    );
+    let name = "05-resize-change-image";
+    let (_sim, body) = run_status_case(name, false).await?;
+    let pointers = ["/spec/containers/0/image", "/metadata/generation"];
+    assert_as_recorded(name, &body, &case(name)["response"]["body"], &pointers);
     Ok(())
-}
-
-#[tokio::test]
-async fn plain_pod_patch_of_resources_is_forbidden() -> anyhow::Result<()> {
-    run_status_case("06-pod-patch-resources", true)
-        .await
-        .map(|_| ())
 }
 
 #[tokio::test]
 async fn plain_pod_put_of_resources_is_forbidden() -> anyhow::Result<()> {
-    let c = case("07-pod-put-resources");
-    let sim = start().await?;
-    set_up(&sim, &c).await?;
-    let (_, mut pod) = send(
-        &sim,
-        "GET",
-        "/api/v1/namespaces/conf/pods/plain-put",
-        None,
-        &Value::Null,
-    )
-    .await?;
+    let path = "/api/v1/namespaces/conf/pods/plain-put";
+    let (c, sim, mut pod) = case_and_object("07-pod-put-resources", path).await?;
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("150m");
-    let (code, body) = send(
-        &sim,
-        "PUT",
-        "/api/v1/namespaces/conf/pods/plain-put",
-        Some("application/json"),
-        &pod,
-    )
-    .await?;
-    assert_eq!(code, 422);
-    assert_status(&c["response"]["body"], &body, true);
-    Ok(())
+    assert_put_refused(&sim, &c, (path, &pod), 422, true).await
 }
 
 #[tokio::test]
 async fn ssa_conflict_then_force_takes_ownership_then_release_by_hand_over() -> anyhow::Result<()> {
     let conflict = case("08-ssa-conflict");
-    let sim = start().await?;
-    set_up(&sim, &conflict).await?;
+    let sim = started_with(&conflict).await?;
     let (code, body) = replay(&sim, &conflict).await?;
     assert_eq!(code, 409);
     assert_status(&conflict["response"]["body"], &body, false);
@@ -365,16 +369,7 @@ async fn ssa_conflict_then_force_takes_ownership_then_release_by_hand_over() -> 
         let c = case(name);
         let (code, body) = replay(&sim, &c).await?;
         assert_eq!(code, 200, "{name}: {body}");
-        let expected = &c["response"]["body"];
-        assert_eq!(
-            body["spec"]["template"], expected["spec"]["template"],
-            "{name}"
-        );
-        assert_eq!(
-            sorted(client_entries(&body)),
-            sorted(client_entries(expected)),
-            "{name}"
-        );
+        assert_as_recorded(name, &body, &c["response"]["body"], &["/spec/template"]);
         wait_settled(&sim).await?;
     }
     Ok(())
@@ -382,21 +377,13 @@ async fn ssa_conflict_then_force_takes_ownership_then_release_by_hand_over() -> 
 
 #[tokio::test]
 async fn ssa_release_by_sole_owner_removes_the_field() -> anyhow::Result<()> {
-    let c = case("10-naive-release");
-    let sim = start().await?;
-    set_up(&sim, &c).await?;
+    let name = "10-naive-release";
+    let c = case(name);
+    let sim = started_with(&c).await?;
     let (code, body) = replay(&sim, &c).await?;
     assert_eq!(code, 200, "{body}");
-    let expected = &c["response"]["body"];
-    assert_eq!(body["spec"]["template"], expected["spec"]["template"]);
-    assert_eq!(
-        body["metadata"]["generation"],
-        expected["metadata"]["generation"]
-    );
-    assert_eq!(
-        sorted(client_entries(&body)),
-        sorted(client_entries(expected))
-    );
+    let pointers = ["/spec/template", "/metadata/generation"];
+    assert_as_recorded(name, &body, &c["response"]["body"], &pointers);
     Ok(())
 }
 
@@ -411,9 +398,7 @@ async fn pod_of(sim: &Sim, prefix: &str) -> anyhow::Result<String> {
 
 #[tokio::test]
 async fn eviction_blocked_by_pdb_is_429_and_allowed_eviction_is_201() -> anyhow::Result<()> {
-    let blocked = case("11-eviction-pdb-blocked");
-    let sim = start().await?;
-    set_up(&sim, &blocked).await?;
+    let sim = started_with(&case("11-eviction-pdb-blocked")).await?;
     for (name, prefix) in [
         ("11-eviction-pdb-blocked", "guarded-"),
         ("11-eviction-allowed", "spare-"),
@@ -422,12 +407,8 @@ async fn eviction_blocked_by_pdb_is_429_and_allowed_eviction_is_201() -> anyhow:
         let pod = pod_of(&sim, prefix).await?;
         let path = format!("/api/v1/namespaces/conf/pods/{pod}/eviction");
         let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "conf"}});
-        let (code, got) = send(&sim, "POST", &path, Some("application/json"), &body).await?;
-        assert_eq!(
-            code,
-            c["response"]["status"].as_u64().unwrap_or(0) as u16,
-            "{name}: {got}"
-        );
+        let (code, got) = send_json(&sim, "POST", &path, &body).await?;
+        assert_recorded_code(name, &c, code, &got);
         if code == 201 {
             assert_eq!(got, c["response"]["body"]);
         } else {
@@ -441,14 +422,9 @@ async fn eviction_blocked_by_pdb_is_429_and_allowed_eviction_is_201() -> anyhow:
 async fn watch_from_rv_1_replays_history_on_a_young_cluster() -> anyhow::Result<()> {
     let sim = start().await?;
     set_up(&sim, &case("01-resize-accepted")).await?;
-    let (code, events) = send(&sim, "GET", "/api/v1/namespaces/conf/pods?watch=1&resourceVersion=1&fieldSelector=metadata.name%3Dresize-ok&timeoutSeconds=1", None, &Value::Null).await?;
+    let (code, events) = get(&sim, "/api/v1/namespaces/conf/pods?watch=1&resourceVersion=1&fieldSelector=metadata.name%3Dresize-ok&timeoutSeconds=1").await?;
     assert_eq!(code, 200);
-    let types: Vec<&str> = events
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    let types = event_types(&events);
     assert_eq!(types.first(), Some(&"ADDED"));
     assert!(types[1..].iter().all(|t| *t == "MODIFIED"), "{types:?}");
     Ok(())
@@ -491,14 +467,7 @@ async fn list_with_exact_rv_older_than_history_is_410_expired() -> anyhow::Resul
 }
 
 async fn list_rv(sim: &Sim) -> anyhow::Result<String> {
-    let (_, list) = send(
-        sim,
-        "GET",
-        "/api/v1/namespaces/conf/pods",
-        None,
-        &Value::Null,
-    )
-    .await?;
+    let (_, list) = get(sim, "/api/v1/namespaces/conf/pods").await?;
     Ok(list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or_default()
@@ -513,16 +482,10 @@ async fn idle_watch_gets_no_bookmark_and_a_moving_cluster_gets_one_before_timeou
         ..SimConfig::default()
     })
     .await?;
-    send(
-        &sim,
-        "POST",
-        "/api/v1/namespaces",
-        Some("application/json"),
-        &json!({"metadata": {"name": "conf"}}),
-    )
-    .await?;
+    let namespace = json!({"metadata": {"name": "conf"}});
+    send_json(&sim, "POST", "/api/v1/namespaces", &namespace).await?;
     let rv = list_rv(&sim).await?;
-    let (code, idle) = send(&sim, "GET", &format!("/api/v1/namespaces/conf/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3"), None, &Value::Null).await?;
+    let (code, idle) = get(&sim, &format!("/api/v1/namespaces/conf/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3")).await?;
     assert_eq!((code, idle), (200, json!([])));
     let rv = list_rv(&sim).await?;
     let store = sim.context().store.clone();
@@ -531,7 +494,7 @@ async fn idle_watch_gets_no_bookmark_and_a_moving_cluster_gets_one_before_timeou
         let pod = json!({"metadata": {"name": "bookmark-trigger", "namespace": "default"}, "spec": {"containers": [{"name": "a", "image": "x:1"}]}});
         let _ = store.create(&gvr::PODS, pod, "kubectl-run");
     });
-    let (code, events) = send(&sim, "GET", &format!("/api/v1/namespaces/conf/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3"), None, &Value::Null).await?;
+    let (code, events) = get(&sim, &format!("/api/v1/namespaces/conf/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3")).await?;
     assert_eq!(code, 200);
     let expected = case("12-watch-bookmark");
     let want = &expected["response"]["body"][0];
@@ -548,26 +511,14 @@ async fn streaming_list_sends_added_then_initial_events_end_bookmark() -> anyhow
     let c = case("12-watch-list-initial-events");
     let sim = start().await?;
     let cm = json!({"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": "x"}});
-    send(
-        &sim,
-        "POST",
-        "/api/v1/namespaces/conf/configmaps",
-        Some("application/json"),
-        &cm,
-    )
-    .await?;
+    send_json(&sim, "POST", "/api/v1/namespaces/conf/configmaps", &cm).await?;
     let path = c["request"]["path"]
         .as_str()
         .unwrap_or_default()
         .replace("timeoutSeconds=3", "timeoutSeconds=1");
-    let (code, events) = send(&sim, "GET", &path, None, &Value::Null).await?;
+    let (code, events) = get(&sim, &path).await?;
     assert_eq!(code, 200);
-    let types: Vec<&str> = events
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    let types = event_types(&events);
     assert_eq!(types, vec!["ADDED", "BOOKMARK"]);
     assert_eq!(
         events[1]["object"]["metadata"]["annotations"],
@@ -578,50 +529,19 @@ async fn streaming_list_sends_added_then_initial_events_end_bookmark() -> anyhow
 
 #[tokio::test]
 async fn put_with_stale_resource_version_is_409_conflict() -> anyhow::Result<()> {
-    let c = case("13-put-stale-resourceversion");
-    let sim = start().await?;
-    set_up(&sim, &c).await?;
-    let (_, mut cm) = send(
-        &sim,
-        "GET",
-        "/api/v1/namespaces/conf/configmaps/occ",
-        None,
-        &Value::Null,
-    )
-    .await?;
-    send(
-        &sim,
-        "PATCH",
-        "/api/v1/namespaces/conf/configmaps/occ",
-        Some("application/merge-patch+json"),
-        &json!({"data": {"k": "v2"}}),
-    )
-    .await?;
+    let path = "/api/v1/namespaces/conf/configmaps/occ";
+    let (c, sim, mut cm) = case_and_object("13-put-stale-resourceversion", path).await?;
+    let merge = Some("application/merge-patch+json");
+    send(&sim, "PATCH", path, merge, &json!({"data": {"k": "v2"}})).await?;
     cm["data"]["k"] = json!("v3");
-    let (code, body) = send(
-        &sim,
-        "PUT",
-        "/api/v1/namespaces/conf/configmaps/occ",
-        Some("application/json"),
-        &cm,
-    )
-    .await?;
-    assert_eq!(code, 409);
-    assert_status(&c["response"]["body"], &body, false);
-    Ok(())
+    assert_put_refused(&sim, &c, (path, &cm), 409, false).await
 }
 
 #[tokio::test]
 async fn generic_errors_404_400_415_match_the_server() -> anyhow::Result<()> {
     let sim = start().await?;
-    send(
-        &sim,
-        "POST",
-        "/api/v1/namespaces/conf/configmaps",
-        Some("application/json"),
-        &json!({"metadata": {"name": "occ"}, "data": {"k": "v1"}}),
-    )
-    .await?;
+    let cm = json!({"metadata": {"name": "occ"}, "data": {"k": "v1"}});
+    send_json(&sim, "POST", "/api/v1/namespaces/conf/configmaps", &cm).await?;
     for name in [
         "14-get-missing-404",
         "14-list-bad-labelselector-400",
@@ -630,11 +550,7 @@ async fn generic_errors_404_400_415_match_the_server() -> anyhow::Result<()> {
     ] {
         let c = case(name);
         let (code, body) = replay(&sim, &c).await?;
-        assert_eq!(
-            code,
-            c["response"]["status"].as_u64().unwrap_or(0) as u16,
-            "{name}: {body}"
-        );
+        assert_recorded_code(name, &c, code, &body);
         assert_status(&c["response"]["body"], &body, false);
     }
     Ok(())

@@ -8,10 +8,10 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_sim::sim::{Sim, SimConfig};
-use kerf_sim::store::gvr;
+use kerf_sim::store::{Store, gvr};
 use kerf_testkit::eventually;
-use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
 use serde_json::{Value, json};
 
 async fn start() -> anyhow::Result<Sim> {
@@ -49,6 +49,50 @@ async fn pods(api: &Api<Pod>, app: &str) -> anyhow::Result<Vec<Value>> {
         .into_iter()
         .map(|p| Ok(serde_json::to_value(p)?))
         .collect()
+}
+
+/// The API of `K` in namespace `default`.
+fn default_ns<K>(sim: &Sim) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    Api::namespaced(sim.client(), "default")
+}
+
+/// The pods of `app` in namespace `default`, read straight from the store.
+fn store_pods(store: &Store, app: &str) -> Vec<Value> {
+    store
+        .list(&gvr::PODS, Some("default"))
+        .0
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .collect()
+}
+
+/// Replaces the pod template of workload `name` with version `env` of `app`'s template.
+#[allow(clippy::unwrap_used)] // test helper: a failed patch fails the test
+async fn set_template<K>(api: &Api<K>, name: &str, app: &str, env: &str)
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let patch = json!({"spec": {"template": template(app, env)}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Waits up to [`SETTLE`] until the object `name` satisfies `done`, returning it.
+async fn settled<K>(api: &Api<K>, name: &str, done: impl Fn(&Value) -> bool) -> Value
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let done = &done;
+    settle(move || async move {
+        let v = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+        done(&v).then_some(v)
+    })
+    .await
 }
 
 /// Creates `obj` through `api`.
@@ -89,8 +133,7 @@ async fn ready_pods(pod_api: &Api<Pod>, app: &str, n: usize) {
 #[tokio::test]
 async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable() {
     let sim = start().await.unwrap();
-    let deps: Api<Deployment> = Api::namespaced(sim.client(), "default");
-    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let (deps, pod_api) = (default_ns::<Deployment>(&sim), default_ns::<Pod>(&sim));
     let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
@@ -112,12 +155,7 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
             if ev.resource != "pods" {
                 continue;
             }
-            let all: Vec<Value> = store
-                .list(&gvr::PODS, Some("default"))
-                .0
-                .into_iter()
-                .filter(|p| p["metadata"]["labels"]["app"] == "web")
-                .collect();
+            let all = store_pods(&store, "web");
             max_total = max_total.max(all.len());
             min_ready = min_ready.min(all.iter().filter(|p| is_ready(p)).count());
             let done = all.len() == 3
@@ -130,10 +168,7 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
         }
         (max_total, min_ready)
     });
-    let patch = json!({"spec": {"template": template("web", "2")}});
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
+    set_template(&deps, "web", "web", "2").await;
     let (max_total, min_ready) = tokio::time::timeout(Duration::from_secs(15), checker)
         .await
         .unwrap()
@@ -141,14 +176,12 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
     assert!(max_total <= 4, "maxSurge 1 allows 4 pods, saw {max_total}");
     assert_eq!(min_ready, 3, "maxUnavailable 0 keeps 3 pods ready");
 
-    let d = settle(|| async {
-        let d = serde_json::to_value(deps.get("web").await.ok()?).ok()?;
+    let d = settled(&deps, "web", |d| {
         let s = &d["status"];
-        (s["updatedReplicas"] == 3
+        s["updatedReplicas"] == 3
             && s["availableReplicas"] == 3
             && s["replicas"] == 3
-            && s["observedGeneration"] == d["metadata"]["generation"])
-            .then_some(d)
+            && s["observedGeneration"] == d["metadata"]["generation"]
     })
     .await;
     assert_eq!(
@@ -187,8 +220,7 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
 #[tokio::test]
 async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
     let sim = start().await.unwrap();
-    let deps: Api<Deployment> = Api::namespaced(sim.client(), "default");
-    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let (deps, pod_api) = (default_ns::<Deployment>(&sim), default_ns::<Pod>(&sim));
     let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "rc", "namespace": "default"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "rc"}}, "strategy": {"type": "Recreate"}, "template": template("rc", "1")}});
     create(&deps, dep).await;
@@ -201,12 +233,7 @@ async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
             if ev.resource != "pods" {
                 continue;
             }
-            let all: Vec<Value> = store
-                .list(&gvr::PODS, Some("default"))
-                .0
-                .into_iter()
-                .filter(|p| p["metadata"]["labels"]["app"] == "rc")
-                .collect();
+            let all = store_pods(&store, "rc");
             let versions: std::collections::BTreeSet<String> = all
                 .iter()
                 .map(|p| p["spec"]["containers"][0]["env"][0]["value"].to_string())
@@ -222,13 +249,7 @@ async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
         }
         mixed
     });
-    deps.patch(
-        "rc",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": template("rc", "2")}})),
-    )
-    .await
-    .unwrap();
+    set_template(&deps, "rc", "rc", "2").await;
     let mixed = tokio::time::timeout(Duration::from_secs(15), checker)
         .await
         .unwrap()
@@ -239,8 +260,7 @@ async fn recreate_deployment_removes_old_pods_before_new_ones_start() {
 #[tokio::test]
 async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
     let sim = start().await.unwrap();
-    let sts_api: Api<StatefulSet> = Api::namespaced(sim.client(), "default");
-    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let (sts_api, pod_api) = (default_ns::<StatefulSet>(&sim), default_ns::<Pod>(&sim));
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
         "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
                  "updateStrategy": {"type": "OnDelete"}, "template": template("db", "1")}});
@@ -254,19 +274,8 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         .collect();
     assert_eq!(names, ["db-0", "db-1"]);
 
-    sts_api
-        .patch(
-            "db",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": template("db", "2")}})),
-        )
-        .await
-        .unwrap();
-    let s = settle(|| async {
-        let s = serde_json::to_value(sts_api.get("db").await.ok()?).ok()?;
-        (s["status"]["observedGeneration"] == 2).then_some(s)
-    })
-    .await;
+    set_template(&sts_api, "db", "db", "2").await;
+    let s = settled(&sts_api, "db", |s| s["status"]["observedGeneration"] == 2).await;
     assert_ne!(
         s["status"]["currentRevision"],
         s["status"]["updateRevision"]
@@ -287,9 +296,8 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
         .delete("db-1", &DeleteParams::default())
         .await
         .unwrap();
-    let p = settle(|| async {
-        let p = serde_json::to_value(pod_api.get("db-1").await.ok()?).ok()?;
-        (is_ready(&p) && p["spec"]["containers"][0]["env"][0]["value"] == "2").then_some(p)
+    let p = settled(&pod_api, "db-1", |p| {
+        is_ready(p) && p["spec"]["containers"][0]["env"][0]["value"] == "2"
     })
     .await;
     assert_eq!(
@@ -314,26 +322,16 @@ async fn statefulset_on_delete_keeps_old_pods_until_deleted() {
 #[tokio::test]
 async fn statefulset_rolling_update_replaces_every_pod() {
     let sim = start().await.unwrap();
-    let sts_api: Api<StatefulSet> = Api::namespaced(sim.client(), "default");
-    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let (sts_api, pod_api) = (default_ns::<StatefulSet>(&sim), default_ns::<Pod>(&sim));
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ru", "namespace": "default"},
         "spec": {"replicas": 2, "serviceName": "ru", "selector": {"matchLabels": {"app": "ru"}}, "template": template("ru", "1")}});
     create(&sts_api, sts).await;
     ready_pods(&pod_api, "ru", 2).await;
-    sts_api
-        .patch(
-            "ru",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": template("ru", "2")}})),
-        )
-        .await
-        .unwrap();
-    let s = settle(|| async {
-        let s = serde_json::to_value(sts_api.get("ru").await.ok()?).ok()?;
-        (s["status"]["updatedReplicas"] == 2
+    set_template(&sts_api, "ru", "ru", "2").await;
+    let s = settled(&sts_api, "ru", |s| {
+        s["status"]["updatedReplicas"] == 2
             && s["status"]["readyReplicas"] == 2
-            && s["status"]["currentRevision"] == s["status"]["updateRevision"])
-            .then_some(s)
+            && s["status"]["currentRevision"] == s["status"]["updateRevision"]
     })
     .await;
     assert_eq!(s["status"]["currentReplicas"], 2);
@@ -342,8 +340,7 @@ async fn statefulset_rolling_update_replaces_every_pod() {
 #[tokio::test]
 async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
     let sim = start().await.unwrap();
-    let ds_api: Api<DaemonSet> = Api::namespaced(sim.client(), "default");
-    let pod_api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let (ds_api, pod_api) = (default_ns::<DaemonSet>(&sim), default_ns::<Pod>(&sim));
     let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "default"},
         "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template("agent", "1")}});
     create(&ds_api, ds).await;
@@ -357,23 +354,15 @@ async fn daemonset_runs_one_pod_per_node_and_pdb_reports_budget() {
         .filter_map(|p| p["spec"]["nodeName"].as_str())
         .collect();
     assert_eq!(nodes.len(), 3);
-    let ds = settle(|| async {
-        let d = serde_json::to_value(ds_api.get("agent").await.ok()?).ok()?;
-        (d["status"]["numberReady"] == 3).then_some(d)
-    })
-    .await;
+    let ds = settled(&ds_api, "agent", |d| d["status"]["numberReady"] == 3).await;
     assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
     assert_eq!(ds["status"]["updatedNumberScheduled"], 3);
 
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(sim.client(), "default");
+    let pdbs = default_ns::<PodDisruptionBudget>(&sim);
     let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "agent-pdb", "namespace": "default"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "agent"}}}});
     create(&pdbs, pdb).await;
-    let pdb = settle(|| async {
-        let p = serde_json::to_value(pdbs.get("agent-pdb").await.ok()?).ok()?;
-        (p["status"]["expectedPods"] == 3).then_some(p)
-    })
-    .await;
+    let pdb = settled(&pdbs, "agent-pdb", |p| p["status"]["expectedPods"] == 3).await;
     assert_eq!(pdb["status"]["currentHealthy"], 3);
     assert_eq!(pdb["status"]["desiredHealthy"], 2);
     assert_eq!(pdb["status"]["disruptionsAllowed"], 1);

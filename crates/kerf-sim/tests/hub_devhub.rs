@@ -8,6 +8,8 @@ use kerf_api::hub::{HubError, PauseScope};
 use kerf_sim::hub::{DevHub, DevHubConfig, Endpoint, Fault, start};
 use serde_json::{Value, json};
 
+mod support;
+
 fn event(id: &str, ty: &str) -> Value {
     json!({"id": id, "type": ty, "time": "2026-11-04T10:15:00Z",
            "workload": {"namespace": "shop", "kind": "Deployment", "name": "web"},
@@ -39,6 +41,12 @@ async fn post(hub: &DevHub, body: &Value) -> (u16, Value) {
         .unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The status code of the answer to `request`.
+#[allow(clippy::unwrap_used)]
+async fn status_of(request: reqwest::RequestBuilder) -> u16 {
+    request.send().await.unwrap().status().as_u16()
 }
 
 /// Named `hub::...` so `cargo test -p kerf-sim hub` selects them.
@@ -173,24 +181,9 @@ mod hub {
             (429, "7")
         );
         hub.fail_next(None, Fault::ServerError, 1);
-        assert_eq!(
-            c.get(&url)
-                .bearer_auth("tok")
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16(),
-            500
-        );
+        assert_eq!(status_of(c.get(&url).bearer_auth("tok")).await, 500);
         hub.fail_next(None, Fault::WrongTypes, 1);
-        let body: Value = c
-            .get(&url)
-            .bearer_auth("tok")
-            .send()
-            .await
-            .unwrap()
-            .json()
+        let body = support::json_body(c.get(&url).bearer_auth("tok"))
             .await
             .unwrap();
         assert_eq!(body["flags"]["paused"], "yes");
@@ -205,42 +198,19 @@ mod hub {
                 .is_connect()
         );
         hub.set_down(false).await;
-        assert_eq!(
-            c.get(&url)
-                .bearer_auth("tok")
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16(),
-            200
-        );
+        assert_eq!(status_of(c.get(&url).bearer_auth("tok")).await, 200);
     }
 
     #[tokio::test]
     async fn the_hub_file_sets_recommendations_and_config() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("hub.yaml");
-        std::fs::write(&path, r#"
-clusters:
-  dev:
-    config: {flags: {paused: true, pauseScope: fleet}}
-    recommendations:
-      - workload: {namespace: shop, kind: Deployment, name: web}
-        recommendationID: r-1
-        generatedAt: "2026-11-04T10:00:00Z"
-        confidence: "0.9"
-        dataCoverage: {covered: 240h, window: 336h}
-        settings: {window: 336h, cpuPercentile: 90, memoryPercentile: 99, headroomPercent: 15, limits: Keep}
-        containers: [{name: app, requests: {cpu: 250m}}]
-"#).unwrap();
+        let config = "    config: {flags: {paused: true, pauseScope: fleet}}\n";
+        let path = support::hub_file(dir.path(), config).unwrap();
         let hub = DevHub::from_file(&path, DevHubConfig::default())
             .await
             .unwrap();
-        let list: Value = reqwest::get(format!("{}/v1/clusters/dev/recommendations", hub.url()))
-            .await
-            .unwrap()
-            .json()
+        let url = format!("{}/v1/clusters/dev/recommendations", hub.url());
+        let list = support::json_body(reqwest::Client::new().get(url))
             .await
             .unwrap();
         assert_eq!(list["recommendations"][0]["recommendationID"], "r-1");
@@ -260,19 +230,12 @@ async fn the_documented_hub_file_example_loads() {
     let hub = kerf_sim::hub::DevHub::from_file(&path, kerf_sim::hub::DevHubConfig::default())
         .await
         .unwrap();
-    let list: serde_json::Value =
-        reqwest::get(format!("{}/v1/clusters/dev/recommendations", hub.url()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let get = |what: &str| {
+        let url = format!("{}/v1/clusters/dev/{what}", hub.url());
+        support::json_body(reqwest::Client::new().get(url))
+    };
+    let list = get("recommendations").await.unwrap();
     assert_eq!(list["recommendations"][0]["recommendationID"], "r-1");
-    let config: serde_json::Value = reqwest::get(format!("{}/v1/clusters/dev/config", hub.url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let config = get("config").await.unwrap();
     assert_eq!(config["approvals"][0]["approvalId"], "a-1");
 }

@@ -18,6 +18,26 @@ async fn start(config: SimConfig) -> anyhow::Result<Sim> {
     .await
 }
 
+/// One node of the default size.
+fn one_node() -> SimConfig {
+    SimConfig {
+        nodes: 1,
+        ..SimConfig::default()
+    }
+}
+
+/// One node with `cpu` allocatable.
+fn one_node_of(cpu: &str) -> SimConfig {
+    SimConfig {
+        node_cpu: cpu.into(),
+        ..one_node()
+    }
+}
+
+fn pods(sim: &Sim) -> Api<Pod> {
+    Api::namespaced(sim.client(), "default")
+}
+
 fn pod(name: &str, cpu: &str, memory: &str, extra: Value) -> anyhow::Result<Pod> {
     let mut p = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -48,6 +68,63 @@ async fn wait_pod(api: &Api<Pod>, name: &str, f: impl Fn(&Value) -> bool) -> any
         }
         if tokio::time::Instant::now() > deadline {
             anyhow::bail!("condition not reached; last pod status: {}", p["status"]);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Creates the pod and waits until it is Ready, returning it.
+async fn create_ready(
+    api: &Api<Pod>,
+    name: &str,
+    (cpu, memory): (&str, &str),
+    extra: Value,
+) -> anyhow::Result<Value> {
+    api.create(&PostParams::default(), &pod(name, cpu, memory, extra)?)
+        .await?;
+    wait_pod(api, name, ready).await
+}
+
+/// Creates a Ready pod asking `from`, resizes it to `to` and waits for a
+/// `PodResizePending` condition, returning the pod.
+async fn pending_after_resize(
+    api: &Api<Pod>,
+    name: &str,
+    from: (&str, &str),
+    (cpu, memory): (&str, &str),
+) -> anyhow::Result<Value> {
+    create_ready(api, name, from, json!({})).await?;
+    resize(api, name, cpu, memory).await?;
+    wait_pod(api, name, |p| resize_pending(p).is_some()).await
+}
+
+/// Starts a one-node sim and merges `patch` into node `sim-node-1` (into its status when
+/// `status`); the sim and the nodes API.
+async fn one_node_patched(patch: Value, status: bool) -> anyhow::Result<(Sim, Api<Node>)> {
+    let sim = start(one_node()).await?;
+    let nodes: Api<Node> = Api::all(sim.client());
+    let (pp, patch) = (PatchParams::default(), Patch::Merge(patch));
+    if status {
+        nodes.patch_status("sim-node-1", &pp, &patch).await?;
+    } else {
+        nodes.patch("sim-node-1", &pp, &patch).await?;
+    }
+    Ok((sim, nodes))
+}
+
+/// Polls `f` on node `sim-node-1` until it gives a value (5 s at most).
+async fn wait_node<T>(nodes: &Api<Node>, f: impl Fn(&Node) -> Option<T>) -> anyhow::Result<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let node = nodes.get("sim-node-1").await?;
+        if let Some(t) = f(&node) {
+            return Ok(t);
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "node condition not reached; last node status: {:?}",
+                node.status
+            );
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -84,14 +161,10 @@ async fn resize(api: &Api<Pod>, name: &str, cpu: &str, memory: &str) -> anyhow::
 #[tokio::test]
 async fn pods_start_running_and_ready_with_kubelet_status() {
     let sim = start(SimConfig::default()).await.unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &pod("p", "100m", "128Mi", json!({})).unwrap(),
-    )
-    .await
-    .unwrap();
-    let p = wait_pod(&api, "p", ready).await.unwrap();
+    let api = pods(&sim);
+    let p = create_ready(&api, "p", ("100m", "128Mi"), json!({}))
+        .await
+        .unwrap();
     let s = &p["status"];
     assert_eq!(s["phase"], "Running");
     assert_eq!(s["qosClass"], "Burstable");
@@ -118,14 +191,8 @@ async fn pods_start_running_and_ready_with_kubelet_status() {
 
 #[tokio::test]
 async fn unschedulable_pod_stays_pending_with_pod_scheduled_false() {
-    let sim = start(SimConfig {
-        nodes: 1,
-        node_cpu: "1".into(),
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let sim = start(one_node_of("1")).await.unwrap();
+    let api = pods(&sim);
     let mut big = pod("big", "1500m", "128Mi", json!({})).unwrap();
     big.spec.as_mut().unwrap().node_selector = None;
     api.create(&PostParams::default(), &big).await.unwrap();
@@ -151,14 +218,10 @@ async fn unschedulable_pod_stays_pending_with_pod_scheduled_false() {
 #[tokio::test]
 async fn accepted_resize_is_actuated_and_status_resources_follow() {
     let sim = start(SimConfig::default()).await.unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &pod("r", "100m", "128Mi", json!({})).unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_pod(&api, "r", ready).await.unwrap();
+    let api = pods(&sim);
+    create_ready(&api, "r", ("100m", "128Mi"), json!({}))
+        .await
+        .unwrap();
     resize(&api, "r", "150m", "128Mi").await.unwrap();
     let p = wait_pod(&api, "r", |p| {
         p["status"]["observedGeneration"] == 2
@@ -176,30 +239,12 @@ async fn accepted_resize_is_actuated_and_status_resources_follow() {
 
 #[tokio::test]
 async fn resize_is_deferred_until_room_frees_then_actuated() {
-    let sim = start(SimConfig {
-        nodes: 1,
-        node_cpu: "2".into(),
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &pod("hog", "1500m", "128Mi", json!({})).unwrap(),
-    )
-    .await
-    .unwrap();
-    api.create(
-        &PostParams::default(),
-        &pod("grow", "300m", "128Mi", json!({})).unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_pod(&api, "hog", ready).await.unwrap();
-    wait_pod(&api, "grow", ready).await.unwrap();
-    resize(&api, "grow", "800m", "128Mi").await.unwrap();
-    let p = wait_pod(&api, "grow", |p| resize_pending(p).is_some())
+    let sim = start(one_node_of("2")).await.unwrap();
+    let api = pods(&sim);
+    create_ready(&api, "hog", ("1500m", "128Mi"), json!({}))
+        .await
+        .unwrap();
+    let p = pending_after_resize(&api, "grow", ("300m", "128Mi"), ("800m", "128Mi"))
         .await
         .unwrap();
     assert_eq!(resize_pending(&p).as_deref(), Some("Deferred"));
@@ -232,21 +277,12 @@ async fn resize_is_deferred_until_room_frees_then_actuated() {
 #[tokio::test]
 async fn memory_resize_on_a_swap_node_is_infeasible() {
     let config = SimConfig {
-        nodes: 1,
         swap_nodes: vec!["sim-node-1".into()],
-        ..SimConfig::default()
+        ..one_node()
     };
     let sim = start(config).await.unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &pod("s", "100m", "128Mi", json!({})).unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_pod(&api, "s", ready).await.unwrap();
-    resize(&api, "s", "100m", "192Mi").await.unwrap();
-    let p = wait_pod(&api, "s", |p| resize_pending(p).is_some())
+    let api = pods(&sim);
+    let p = pending_after_resize(&api, "s", ("100m", "128Mi"), ("100m", "192Mi"))
         .await
         .unwrap();
     assert_eq!(resize_pending(&p).as_deref(), Some("Infeasible"));
@@ -271,48 +307,19 @@ async fn memory_resize_on_a_swap_node_is_infeasible() {
 
 #[tokio::test]
 async fn a_node_labelled_swap_by_hand_reports_swap_capacity_and_refuses_memory_resizes() {
-    let sim = start(SimConfig {
-        nodes: 1,
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let nodes: Api<Node> = Api::all(sim.client());
-    nodes
-        .patch(
-            "sim-node-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"kerf-sim/swap": "true"}}})),
-        )
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let capacity = loop {
-        let node = serde_json::to_value(nodes.get("sim-node-1").await.unwrap()).unwrap();
-        if let Some(c) = node
+    let label = json!({"metadata": {"labels": {"kerf-sim/swap": "true"}}});
+    let (sim, nodes) = one_node_patched(label, false).await.unwrap();
+    let capacity = wait_node(&nodes, |node| {
+        serde_json::to_value(node)
+            .ok()?
             .pointer("/status/nodeInfo/swap/capacity")
             .and_then(Value::as_i64)
-        {
-            break c;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no swap capacity reported: {}",
-            node["status"]["nodeInfo"]
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
-    assert_eq!(capacity, 16 * 1024 * 1024 * 1024);
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
-    api.create(
-        &PostParams::default(),
-        &pod("h", "100m", "128Mi", json!({})).unwrap(),
-    )
+    })
     .await
-    .unwrap();
-    wait_pod(&api, "h", ready).await.unwrap();
-    resize(&api, "h", "100m", "192Mi").await.unwrap();
-    let p = wait_pod(&api, "h", |p| resize_pending(p).is_some())
+    .expect("no swap capacity reported");
+    assert_eq!(capacity, 16 * 1024 * 1024 * 1024);
+    let api = pods(&sim);
+    let p = pending_after_resize(&api, "h", ("100m", "128Mi"), ("100m", "192Mi"))
         .await
         .unwrap();
     assert_eq!(resize_pending(&p).as_deref(), Some("Infeasible"));
@@ -320,46 +327,25 @@ async fn a_node_labelled_swap_by_hand_reports_swap_capacity_and_refuses_memory_r
 
 #[tokio::test]
 async fn a_node_given_swap_capacity_by_hand_gets_the_swap_label() {
-    let sim = start(SimConfig {
-        nodes: 1,
-        ..SimConfig::default()
+    let capacity = json!({"status": {"nodeInfo": {"swap": {"capacity": 1073741824}}}});
+    let (_sim, nodes) = one_node_patched(capacity, true).await.unwrap();
+    wait_node(&nodes, |node| {
+        let labels = node.metadata.labels.as_ref()?;
+        (labels.get("kerf-sim/swap").map(String::as_str) == Some("true")).then_some(())
     })
     .await
-    .unwrap();
-    let nodes: Api<Node> = Api::all(sim.client());
-    nodes
-        .patch_status(
-            "sim-node-1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"nodeInfo": {"swap": {"capacity": 1073741824}}}})),
-        )
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let node = nodes.get("sim-node-1").await.unwrap();
-        let labels = node.metadata.labels.unwrap_or_default();
-        if labels.get("kerf-sim/swap").map(String::as_str) == Some("true") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{labels:?}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    .expect("the swap label is set");
 }
 
 #[tokio::test]
 async fn resize_with_restart_container_policy_restarts_the_container() {
     let sim = start(SimConfig::default()).await.unwrap();
-    let api: Api<Pod> = Api::namespaced(sim.client(), "default");
+    let api = pods(&sim);
     let policy = json!({"resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"},
                                          {"resourceName": "memory", "restartPolicy": "RestartContainer"}]});
-    api.create(
-        &PostParams::default(),
-        &pod("rc", "100m", "128Mi", policy).unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_pod(&api, "rc", ready).await.unwrap();
+    create_ready(&api, "rc", ("100m", "128Mi"), policy)
+        .await
+        .unwrap();
     resize(&api, "rc", "100m", "192Mi").await.unwrap();
     let p = wait_pod(&api, "rc", |p| {
         p["status"]["containerStatuses"][0]["restartCount"] == 1

@@ -56,25 +56,17 @@ pub fn pod_spec_causes(spec: &Value, path: &str) -> Vec<Cause> {
     }
     for (i, c) in containers.into_iter().flatten().enumerate() {
         let cpath = format!("{path}.containers[{i}]");
-        if c.get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            out.push((
-                "FieldValueRequired".into(),
-                format!("{cpath}.name"),
-                "Required value".into(),
-            ));
-        }
-        if c.get("image")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            out.push((
-                "FieldValueRequired".into(),
-                format!("{cpath}.image"),
-                "Required value".into(),
-            ));
+        for field in ["name", "image"] {
+            if c.get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                out.push((
+                    "FieldValueRequired".into(),
+                    format!("{cpath}.{field}"),
+                    "Required value".into(),
+                ));
+            }
         }
         let res = c.get("resources").cloned().unwrap_or(Value::Null);
         for r in ["cpu", "memory"] {

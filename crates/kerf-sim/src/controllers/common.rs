@@ -157,6 +157,15 @@ pub fn condition_status<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
         .as_str()
 }
 
+/// A copy of `obj.status.conditions` (empty when there are none), to update with
+/// [`set_condition`].
+pub fn conditions_of(obj: &Value) -> Vec<Value> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Sets a condition in a list, keeping `lastTransitionTime` when the status did not change
 /// and `lastUpdateTime` (where the condition has one) when nothing changed.
 pub fn set_condition(conditions: &mut Vec<Value>, mut cond: Value, now: &str) {

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::common::{
-    controlled_by, controller_uid, int_at, name, namespace, rfc3339, set_condition, template_hash,
-    uid,
+    conditions_of, controlled_by, controller_uid, int_at, name, namespace, rfc3339, set_condition,
+    template_hash, uid,
 };
 use super::rolling::{RsCount, resolve_surge_unavailable, rolling_step};
 use super::{Ctx, MANAGER};
@@ -238,11 +238,7 @@ fn write_status(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
         desired,
     );
     let now = rfc3339(ctx.clock.now());
-    let mut conditions = dep
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let mut conditions = conditions_of(&dep);
     let min_ok = available >= desired - max_unavailable;
     set_condition(
         &mut conditions,

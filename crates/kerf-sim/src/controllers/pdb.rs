@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::common::{
-    int_at, namespace, pod_ready, pod_terminal, rfc3339, scaled_value, selector_matches,
-    set_condition, terminating,
+    conditions_of, int_at, namespace, pod_ready, pod_terminal, rfc3339, scaled_value,
+    selector_matches, set_condition, terminating,
 };
 use crate::store::gvr;
 
@@ -65,11 +65,7 @@ pub fn reconcile_all(ctx: &Ctx) {
             i64::try_from(selected.len()).unwrap_or(0),
             i64::try_from(healthy).unwrap_or(0),
         );
-        let mut conditions = pdb
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let mut conditions = conditions_of(&pdb);
         let allowed = n.disruptions_allowed > 0;
         set_condition(
             &mut conditions,

@@ -97,30 +97,26 @@ mod tests {
     }
 
     /// Simulates a whole rollout where every scheduled pod becomes available between steps,
+    /// A ReplicaSet count of `replicas` pods, `available` of them available.
+    fn rs(replicas: i64, available: i64) -> RsCount {
+        RsCount {
+            replicas,
+            available,
+        }
+    }
+
     /// checking the surge and availability bounds at every step.
     fn simulate(desired: i64, surge: i64, unavailable: i64) -> usize {
         let mut new = RsCount::default();
-        let mut old = vec![RsCount {
-            replicas: desired,
-            available: desired,
-        }];
+        let mut old = vec![rs(desired, desired)];
         for step in 0..100 {
             let (n, o) = rolling_step(desired, surge, unavailable, new, &old);
             let total = n + o.iter().sum::<i64>();
             assert!(total <= desired + surge, "surge exceeded at step {step}");
             let available = new.available.min(n) + o.iter().sum::<i64>();
             assert!(available >= desired - unavailable, "too few available");
-            new = RsCount {
-                replicas: n,
-                available: n,
-            };
-            old = o
-                .iter()
-                .map(|&r| RsCount {
-                    replicas: r,
-                    available: r,
-                })
-                .collect();
+            new = rs(n, n);
+            old = o.iter().map(|&r| rs(r, r)).collect();
             if n == desired && old.iter().all(|r| r.replicas == 0) {
                 return step;
             }
@@ -138,43 +134,19 @@ mod tests {
 
     #[test]
     fn surge_only_waits_for_new_pods_to_become_available() {
-        let old = [RsCount {
-            replicas: 3,
-            available: 3,
-        }];
+        let old = [rs(3, 3)];
         let (n, o) = rolling_step(3, 1, 0, RsCount::default(), &old);
         assert_eq!((n, o.clone()), (1, vec![3]));
         // The new pod is not available yet: nothing old may go.
-        let (n, o) = rolling_step(
-            3,
-            1,
-            0,
-            RsCount {
-                replicas: 1,
-                available: 0,
-            },
-            &old,
-        );
+        let (n, o) = rolling_step(3, 1, 0, rs(1, 0), &old);
         assert_eq!((n, o), (1, vec![3]));
-        let (n, o) = rolling_step(
-            3,
-            1,
-            0,
-            RsCount {
-                replicas: 1,
-                available: 1,
-            },
-            &old,
-        );
+        let (n, o) = rolling_step(3, 1, 0, rs(1, 1), &old);
         assert_eq!((n, o), (1, vec![2]));
     }
 
     #[test]
     fn unavailable_only_removes_first() {
-        let old = [RsCount {
-            replicas: 3,
-            available: 3,
-        }];
+        let old = [rs(3, 3)];
         let (n, o) = rolling_step(3, 0, 1, RsCount::default(), &old);
         assert_eq!((n, o), (0, vec![2]));
     }

@@ -133,31 +133,24 @@ fn special_types_take_their_json_forms() {
     assert_eq!(v["data"], json!({"a": "/wA="}));
 }
 
+/// Decodes a `kind` whose spec (field 2) holds one length-delimited field `tag` of `bytes`.
+fn decode_with_spec_field(api_version: &str, kind: &str, tag: u8, bytes: &[u8]) -> Value {
+    let spec = [vec![tag, bytes.len() as u8], bytes.to_vec()].concat();
+    let raw = [vec![0x12, spec.len() as u8], spec].concat();
+    decode(&wrap(api_version, kind, &raw), api_version, kind).expect("decodes")
+}
+
 #[test]
 fn int_or_string_and_micro_time_take_their_json_forms() {
     // PodDisruptionBudgetSpec.maxUnavailable: IntOrString{type: 1, strVal: "25%"}
     let ios = [0x08, 0x01, 0x1a, 0x03, b'2', b'5', b'%'];
-    let spec = [vec![0x1a, ios.len() as u8], ios.to_vec()].concat();
-    let raw = [vec![0x12, spec.len() as u8], spec].concat();
-    let v = decode(
-        &wrap("policy/v1", "PodDisruptionBudget", &raw),
-        "policy/v1",
-        "PodDisruptionBudget",
-    )
-    .expect("decodes");
+    let v = decode_with_spec_field("policy/v1", "PodDisruptionBudget", 0x1a, &ios);
     assert_eq!(v["spec"]["maxUnavailable"], "25%");
     // LeaseSpec.renewTime: MicroTime{seconds 1700000000, nanos 123456789}
     let t = [
         0x08, 0x80, 0xe2, 0xcf, 0xaa, 0x06, 0x10, 0x95, 0x9a, 0xef, 0x3a,
     ];
-    let spec = [vec![0x22, t.len() as u8], t.to_vec()].concat();
-    let raw = [vec![0x12, spec.len() as u8], spec].concat();
-    let v = decode(
-        &wrap("coordination.k8s.io/v1", "Lease", &raw),
-        "coordination.k8s.io/v1",
-        "Lease",
-    )
-    .expect("decodes");
+    let v = decode_with_spec_field("coordination.k8s.io/v1", "Lease", 0x22, &t);
     assert_eq!(v["spec"]["renewTime"], "2023-11-14T22:13:20.123456Z");
 }
 
