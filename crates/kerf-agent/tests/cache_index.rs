@@ -91,8 +91,7 @@ fn a_pod_decodes_into_the_slim_form_without_managed_fields() {
     assert_eq!(app.restart_count, 2);
     assert_eq!(app.last_terminated_reason.as_deref(), Some("OOMKilled"));
     assert_eq!(
-        app.status_resources
-            .as_ref()
+        app.status_resources()
             .unwrap()
             .limits
             .memory

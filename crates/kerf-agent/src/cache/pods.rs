@@ -1,9 +1,13 @@
 //! Pods: the slim form and the index by controlling owner.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{ResourceRequirements, ResourceValues, WorkloadKind};
@@ -126,16 +130,58 @@ pub struct PodContainer {
     pub limits: ResourceValues,
     /// Resize policy.
     pub resize_policy: ResizePolicy,
-    /// The resources the kubelet reports as actuated (`status.containerStatuses[].resources`).
-    pub status_resources: Option<ResourceRequirements>,
+    /// The resources the kubelet reports as actuated (`status.containerStatuses[].resources`):
+    /// read them with [`PodContainer::status_resources`].
+    actuated: Actuated,
     /// Restart count.
     pub restart_count: u32,
-    /// `lastState.terminated.reason` (`OOMKilled`, `Error`, ...).
-    pub last_terminated_reason: Option<String>,
+    /// `lastState.terminated.reason` (`OOMKilled`, `Error`, ...), interned.
+    pub last_terminated_reason: Option<Arc<str>>,
     /// `lastState.terminated.finishedAt`: when the last termination happened, if known.
     pub last_terminated_at: Option<DateTime<Utc>>,
     /// Ready.
     pub ready: bool,
+}
+
+/// What the kubelet reports as actuated for a container. Once a resize settled it equals
+/// the spec, so that case keeps no copy (the cache's cost per pod, docs/benchmarks.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Actuated {
+    /// `status.containerStatuses[].resources` absent.
+    Unreported,
+    /// Equal to the container's spec requests and limits.
+    AsSpec,
+    /// Other values (a resize not yet actuated).
+    Other(Box<ResourceRequirements>),
+}
+
+impl Actuated {
+    fn new(reported: Option<ResourceRequirements>, spec: &PodContainerWire) -> Actuated {
+        match reported {
+            None => Actuated::Unreported,
+            Some(r)
+                if r.requests == spec.resources.requests && r.limits == spec.resources.limits =>
+            {
+                Actuated::AsSpec
+            }
+            Some(r) => Actuated::Other(Box::new(r)),
+        }
+    }
+}
+
+impl PodContainer {
+    /// The resources the kubelet reports as actuated (`status.containerStatuses[].resources`),
+    /// `None` when it reports none.
+    pub fn status_resources(&self) -> Option<Cow<'_, ResourceRequirements>> {
+        match &self.actuated {
+            Actuated::Unreported => None,
+            Actuated::AsSpec => Some(Cow::Owned(ResourceRequirements {
+                requests: self.requests.clone(),
+                limits: self.limits.clone(),
+            })),
+            Actuated::Other(r) => Some(Cow::Borrowed(r)),
+        }
+    }
 }
 
 /// Pod phase.
@@ -176,7 +222,7 @@ pub struct PodInfo {
     /// UID.
     pub uid: String,
     /// resourceVersion.
-    pub resource_version: String,
+    pub resource_version: Box<str>,
     /// The `pod-template-hash` label (interned: the pods of a ReplicaSet share it). No
     /// other label is kept: passes read none.
     pub template_hash: Option<Arc<str>>,
@@ -203,7 +249,7 @@ pub struct PodInfo {
     /// `PodResizeInProgress`, if present (boxed).
     pub resize_in_progress: Option<Box<ResizeCondition>>,
     /// Containers, then restartable init containers.
-    pub containers: Vec<PodContainer>,
+    pub containers: Box<[PodContainer]>,
 }
 
 impl PodInfo {
@@ -250,7 +296,7 @@ impl PodInfo {
             namespace: interner.intern(m.namespace.as_deref().unwrap_or_default()),
             name: m.name.clone().unwrap_or_default(),
             uid: m.uid.clone().unwrap_or_default(),
-            resource_version: m.resource_version.clone().unwrap_or_default(),
+            resource_version: m.resource_version.clone().unwrap_or_default().into(),
             owner: controller_owner(&m, interner),
             node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
             phase: PodPhase::parse(w.status.phase.as_deref()),
@@ -263,7 +309,7 @@ impl PodInfo {
             resize_in_progress: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_IN_PROGRESS),
             template_hash: label(&m, LABEL_POD_TEMPLATE_HASH, interner),
             revision_hash: label(&m, LABEL_CONTROLLER_REVISION_HASH, interner),
-            containers,
+            containers: containers.into_boxed_slice(),
         }
     }
 
@@ -303,16 +349,20 @@ fn pod_container(
         requests: c.resources.requests.clone(),
         limits: c.resources.limits.clone(),
         resize_policy: ResizePolicy::from_wire(&c.resize_policy),
-        status_resources: status
-            .and_then(|s| s.resources.as_ref())
-            .map(|r| ResourceRequirements {
-                requests: r.requests.clone(),
-                limits: r.limits.clone(),
-            }),
+        actuated: Actuated::new(
+            status
+                .and_then(|s| s.resources.as_ref())
+                .map(|r| ResourceRequirements {
+                    requests: r.requests.clone(),
+                    limits: r.limits.clone(),
+                }),
+            c,
+        ),
         restart_count: status.map_or(0, |s| s.restart_count),
         last_terminated_reason: status
             .and_then(|s| s.last_state.terminated.as_ref())
-            .and_then(|t| t.reason.clone()),
+            .and_then(|t| t.reason.as_deref())
+            .map(|r| interner.intern(r)),
         last_terminated_at: status
             .and_then(|s| s.last_state.terminated.as_ref())
             .and_then(|t| t.finished_at.as_deref())
@@ -337,12 +387,58 @@ pub fn controller_owner(m: &ObjectMeta, interner: &mut Interner) -> Option<Owner
 
 type OwnerKey = (Arc<str>, Arc<str>, Arc<str>);
 
-/// Pods by namespace and name, and by controlling owner (namespace, kind, name). The owner
-/// index holds the same shared pods, sorted by name, not copies of their names.
+/// Pods by namespace and name, and by controlling owner (namespace, kind, name). Both
+/// indexes hold the same shared pods, not copies of their names: the table by name hashes
+/// a pod's own namespace and name, the owner index keeps its pods sorted by name.
 #[derive(Debug, Default)]
 pub struct PodIndex {
-    pods: HashMap<(Arc<str>, String), Arc<PodInfo>>,
+    pods: ByName,
     by_owner: HashMap<OwnerKey, Vec<Arc<PodInfo>>>,
+}
+
+/// Pods by namespace and name, keyed by the pods' own fields.
+#[derive(Debug, Default)]
+struct ByName {
+    table: HashTable<Arc<PodInfo>>,
+    hasher: RandomState,
+}
+
+impl ByName {
+    fn hash(hasher: &RandomState, namespace: &str, name: &str) -> u64 {
+        hasher.hash_one((namespace, name))
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
+        let hash = Self::hash(&self.hasher, namespace, name);
+        self.table
+            .find(hash, |p| *p.namespace == *namespace && p.name == name)
+    }
+
+    /// Stores `pod`, returning the pod of its name it replaced.
+    fn insert(&mut self, pod: Arc<PodInfo>) -> Option<Arc<PodInfo>> {
+        let Self { table, hasher } = self;
+        let hash = Self::hash(hasher, &pod.namespace, &pod.name);
+        let entry = table.entry(
+            hash,
+            |p| p.namespace == pod.namespace && p.name == pod.name,
+            |p| Self::hash(hasher, &p.namespace, &p.name),
+        );
+        match entry {
+            Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), pod)),
+            Entry::Vacant(e) => {
+                e.insert(pod);
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
+        let hash = Self::hash(&self.hasher, namespace, name);
+        let found = self
+            .table
+            .find_entry(hash, |p| *p.namespace == *namespace && p.name == name);
+        found.ok().map(|e| e.remove().0)
+    }
 }
 
 impl PodIndex {
@@ -350,24 +446,23 @@ impl PodIndex {
     /// heartbeat, a new resourceVersion alone) is stored without a change notification:
     /// nothing a pass reads moved.
     pub fn upsert(&mut self, pod: PodInfo, changes: &mut ChangeSet) {
-        let key = (pod.namespace.clone(), pod.name.clone());
         let pod = Arc::new(pod);
-        if let Some(old) = self.pods.get(&key).cloned() {
+        if let Some(old) = self.pods.get(&pod.namespace, &pod.name).cloned() {
             if same_but_version(&old, &pod) {
                 self.link(&pod);
-                self.pods.insert(key, pod);
+                self.pods.insert(pod);
                 return;
             }
             self.unlink(&old, changes);
         }
         self.link(&pod);
         note(&pod, changes);
-        self.pods.insert(key, pod);
+        self.pods.insert(pod);
     }
 
     /// Removes a pod.
     pub fn remove(&mut self, namespace: &str, name: &str, changes: &mut ChangeSet) {
-        if let Some(old) = self.pods.remove(&(Arc::from(namespace), name.to_owned())) {
+        if let Some(old) = self.pods.remove(namespace, name) {
             self.unlink(&old, changes);
         }
     }
@@ -378,8 +473,7 @@ impl PodIndex {
         let mut old = std::mem::take(&mut self.pods);
         self.by_owner.clear();
         for p in pods {
-            let key = (p.namespace.clone(), p.name.clone());
-            match old.remove(&key) {
+            match old.remove(&p.namespace, &p.name) {
                 Some(before) if same_but_version(&before, &p) => {}
                 Some(before) => {
                     note(&before, changes);
@@ -389,9 +483,9 @@ impl PodIndex {
             }
             let p = Arc::new(p);
             self.link(&p);
-            self.pods.insert(key, p);
+            self.pods.insert(p);
         }
-        for gone in old.into_values() {
+        for gone in old.table {
             note(&gone, changes);
         }
     }
@@ -426,9 +520,7 @@ impl PodIndex {
 
     /// One pod.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PodInfo>> {
-        self.pods
-            .get(&(Arc::from(namespace), name.to_owned()))
-            .cloned()
+        self.pods.get(namespace, name).cloned()
     }
 
     /// The pods whose controlling owner is `kind`/`name` in `namespace`, by name.
@@ -439,12 +531,12 @@ impl PodIndex {
 
     /// Number of pods.
     pub fn len(&self) -> usize {
-        self.pods.len()
+        self.pods.table.len()
     }
 
     /// True when no pod is cached.
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
+        self.pods.table.is_empty()
     }
 }
 
@@ -512,6 +604,41 @@ mod tests {
         PodInfo::from_wire(wire, &mut Interner::default())
     }
 
+    fn with_status(resources: Option<serde_json::Value>) -> PodInfo {
+        let mut status = serde_json::json!({"name": "app", "ready": true, "restartCount": 0});
+        if let Some(r) = resources {
+            status["resources"] = r;
+        }
+        let wire: PodWire = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "a", "uid": "u", "resourceVersion": "1"},
+            "spec": {"containers": [{"name": "app", "resources": {
+                "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}}]},
+            "status": {"phase": "Running", "containerStatuses": [status]},
+        }))
+        .expect("pod");
+        PodInfo::from_wire(wire, &mut Interner::default())
+    }
+
+    #[test]
+    fn actuated_resources_read_as_reported_whether_kept_as_the_spec_or_apart() {
+        let q = |s: &str| Some(kerf_api::Quantity::from(s));
+        let none = with_status(None);
+        assert!(none.containers[0].status_resources().is_none());
+        let same = with_status(Some(serde_json::json!({
+            "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}})));
+        assert_eq!(same.containers[0].actuated, Actuated::AsSpec);
+        let got = same.containers[0].status_resources().expect("reported");
+        assert_eq!(
+            (&got.requests.cpu, &got.limits.memory),
+            (&q("100m"), &q("256Mi"))
+        );
+        let other = with_status(Some(serde_json::json!({
+            "requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}})));
+        let got = other.containers[0].status_resources().expect("reported");
+        assert_eq!(got.requests.cpu, q("50m"));
+        assert_eq!(other.containers[0].requests.cpu, q("100m"));
+    }
+
     #[test]
     fn an_update_of_the_resource_version_alone_is_stored_without_a_notification() {
         let mut index = PodIndex::default();
@@ -524,7 +651,7 @@ mod tests {
         let owned = index.owned_by("a", "ReplicaSet", "web-abc12");
         assert_eq!(owned.len(), 1);
         assert_eq!(
-            owned[0].resource_version, "2",
+            &*owned[0].resource_version, "2",
             "the owner index holds the newest"
         );
         index.upsert(pod("web-abc12-x", "3", "200m"), &mut changes);

@@ -106,9 +106,8 @@ fn resize_completed(change: &ChangeRecord, pod: &PodInfo, c: &PodContainer) -> b
     let Some(cc) = change.containers.iter().find(|x| *x.name == *c.name) else {
         return true;
     };
-    c.status_resources
-        .as_ref()
-        .is_some_and(|actual| requirements_cover(&cc.to, actual))
+    c.status_resources()
+        .is_some_and(|actual| requirements_cover(&cc.to, &actual))
 }
 
 /// The counters of the workload's pods at `now`, feeding `tracker` on the way.

@@ -69,7 +69,7 @@ fn view(p: &PodInfo) -> PodResizeView {
         status: p
             .containers
             .iter()
-            .filter_map(|c| Some((c.name.to_string(), c.status_resources.clone()?)))
+            .filter_map(|c| Some((c.name.to_string(), c.status_resources()?.into_owned())))
             .collect(),
         conditions,
         terminating: p.deletion_timestamp.is_some(),

@@ -162,7 +162,8 @@ fn pod_facts(p: &PodInfo) -> PodFacts {
             .containers
             .iter()
             .map(|c| {
-                let (req, lim) = match &c.status_resources {
+                let actual = c.status_resources();
+                let (req, lim) = match &actual {
                     Some(s) => (&s.requests, &s.limits),
                     None => (&c.requests, &c.limits),
                 };

@@ -120,7 +120,7 @@ impl ObjectWrites {
                 Written::Pod(name) => pods
                     .iter()
                     .find(|p| p.name == *name)
-                    .map(|p| p.resource_version.as_str()),
+                    .map(|p| &*p.resource_version),
                 Written::Hpa(name) => hpas
                     .iter()
                     .find(|h| h.name == *name)

@@ -87,7 +87,7 @@ impl<'a> Pass<'a> {
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
         let pod = self.all_pods.iter().find(|p| p.name == name);
-        let replaced = pod.map_or("", |p| p.resource_version.as_str());
+        let replaced = pod.map_or("", |p| &*p.resource_version);
         let object = Written::Pod(name.to_owned());
         self.writes
             .push(object, answer, replaced, self.ctx.clock.now());

@@ -114,15 +114,14 @@ fn pod_holds(change: &ChangeRecord, p: &PodInfo, status: bool) -> bool {
             .iter()
             .find(|pc| *pc.name == c.name)
             .is_none_or(|pc| {
-                let spec = ResourceRequirements {
-                    requests: pc.requests.clone(),
-                    limits: pc.limits.clone(),
+                let have = match (pc.status_resources(), status) {
+                    (Some(s), true) => s.into_owned(),
+                    _ => ResourceRequirements {
+                        requests: pc.requests.clone(),
+                        limits: pc.limits.clone(),
+                    },
                 };
-                let have = match (&pc.status_resources, status) {
-                    (Some(s), true) => s,
-                    _ => &spec,
-                };
-                requirements_cover(&c.to, have)
+                requirements_cover(&c.to, &have)
             })
     })
 }
