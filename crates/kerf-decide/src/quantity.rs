@@ -59,19 +59,13 @@ fn parse_plain(resource: Resource, q: &str) -> Option<i64> {
         return None;
     }
     let n: i64 = q.get(..end)?.parse().ok()?;
-    let (exp10, exp2): (i32, u32) = match q.get(end..)? {
-        "" => (0, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
+    let (exp10, exp2) = match q.get(end..)? {
+        suffix @ ("" | "m" | "k" | "M" | "G" | "Ki" | "Mi" | "Gi" | "Ti") => {
+            suffix_scale(suffix).ok()?
+        }
         _ => return None,
     };
-    let exp10 = exp10
+    let exp10 = i32::try_from(exp10).ok()?
         + match resource {
             Resource::Cpu => 3,
             Resource::Memory => 0,
