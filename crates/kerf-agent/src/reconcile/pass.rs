@@ -79,25 +79,25 @@ impl<'a> Pass<'a> {
 
     /// Notes a write to the workload itself, answered with `answer`.
     pub fn wrote_workload(&self, answer: Option<String>) {
-        let replaced = &self.workload.resource_version;
-        self.writes
-            .push(Written::Workload, answer, replaced, self.ctx.clock.now());
+        self.wrote(Written::Workload, answer, &self.workload.resource_version);
     }
 
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
         let pod = self.all_pods.iter().find(|p| p.name == name);
         let replaced = pod.map_or("", |p| p.resource_version.as_str());
-        let object = Written::Pod(name.to_owned());
-        self.writes
-            .push(object, answer, replaced, self.ctx.clock.now());
+        self.wrote(Written::Pod(name.to_owned()), answer, replaced);
     }
 
     /// Notes a write to the HPA `name`, answered with `answer`.
     pub fn wrote_hpa(&self, name: &str, answer: Option<String>) {
         let hpa = self.hpas.iter().find(|h| h.name == name);
         let replaced = hpa.map_or("", |h| h.resource_version.as_str());
-        let object = Written::Hpa(name.to_owned());
+        self.wrote(Written::Hpa(name.to_owned()), answer, replaced);
+    }
+
+    /// Notes a write to `object`, which replaced `replaced`, answered with `answer`.
+    fn wrote(&self, object: Written, answer: Option<String>, replaced: &str) {
         self.writes
             .push(object, answer, replaced, self.ctx.clock.now());
     }
