@@ -103,9 +103,8 @@ fn gr_48_out_of_range_percentiles_are_named_and_every_recommendation_is_stale() 
         Layer::HubCluster,
         "recommendation: {cpuPercentile: 150, memoryPercentile: 0, headroomPercent: 5000}",
     );
-    let fields = problem_fields(&ep);
     assert_eq!(
-        fields,
+        problem_fields(&ep),
         [
             ("recommendation.cpuPercentile", Layer::HubCluster, "150"),
             ("recommendation.memoryPercentile", Layer::HubCluster, "0"),
