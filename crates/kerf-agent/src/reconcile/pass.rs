@@ -5,14 +5,17 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kerf_api::rsr::{HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::event::{Event, EventType};
+use kerf_api::rsr::{
+    ChangeRecord, HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus,
+};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 use kerf_decide::pass::WorkloadState;
 
 use super::facts::{self, Sources};
 use super::fresh::{PassWrites, Written};
-use super::step::{pods_settled, template_covers};
+use super::step::{event_workload, pods_settled, template_covers};
 use crate::cache::cluster::HpaResourceMetric;
 use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
@@ -75,6 +78,15 @@ impl<'a> Pass<'a> {
             now,
             writes: PassWrites::default(),
         }
+    }
+
+    /// A `blocked` event of this workload about `change`, for `reason`, saying `message`.
+    pub fn blocked_event(&self, change: &ChangeRecord, reason: &str, message: &str) -> Event {
+        let workload = event_workload(&self.workload);
+        let mut e = Event::new(uuid::Uuid::new_v4(), EventType::Blocked, self.now, workload, reason)
+            .with_message(message);
+        e.recommendation_id = Some(change.recommendation_id.clone());
+        e
     }
 
     /// Notes a write to the workload itself, answered with `answer`.
