@@ -434,14 +434,23 @@ fn leader_election(
             "must be longer than 4s (the leader stops acting 2s before the lease expires)",
         ));
     }
-    shorter(
-        ("lease-renew-deadline", &args.lease_renew_deadline, renew_deadline),
-        ("lease-duration", &args.lease_duration, lease_duration),
-    )?;
-    shorter(
-        ("lease-retry-period", &args.lease_retry_period, retry_period),
-        ("lease-renew-deadline", &args.lease_renew_deadline, renew_deadline),
-    )?;
+    let renew = (
+        "lease-renew-deadline",
+        args.lease_renew_deadline.as_str(),
+        renew_deadline,
+    );
+    let lease = (
+        "lease-duration",
+        args.lease_duration.as_str(),
+        lease_duration,
+    );
+    let retry = (
+        "lease-retry-period",
+        args.lease_retry_period.as_str(),
+        retry_period,
+    );
+    shorter(renew, lease)?;
+    shorter(retry, renew)?;
     if !is_dns_subdomain(&args.lease_name) {
         return Err(SettingsError::invalid(
             "lease-name",

@@ -405,8 +405,16 @@ mod tests {
         let mut list = vec![cond(ConditionStatus::True, "2026-01-01T00:00:00Z")];
         // (the status set, when, the transition time after it)
         let steps = [
-            (ConditionStatus::True, "2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"),
-            (ConditionStatus::False, "2026-01-03T00:00:00Z", "2026-01-03T00:00:00Z"),
+            (
+                ConditionStatus::True,
+                "2026-01-02T00:00:00Z",
+                "2026-01-01T00:00:00Z",
+            ),
+            (
+                ConditionStatus::False,
+                "2026-01-03T00:00:00Z",
+                "2026-01-03T00:00:00Z",
+            ),
         ];
         for (status, at, transition) in steps {
             set_condition(&mut list, cond(status, at));

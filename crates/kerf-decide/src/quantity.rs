@@ -158,8 +158,14 @@ const BINARY_SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
 
 /// The scale a suffix stands for: `(decimal exponent, binary exponent)`.
 fn suffix_scale(suffix: &str) -> Result<(i64, u32), String> {
-    let decimal = DECIMAL_SUFFIXES.iter().zip((-9..).step_by(3)).map(|(s, e)| (*s, (e, 0)));
-    let binary = BINARY_SUFFIXES.iter().zip((10..).step_by(10)).map(|(s, e)| (*s, (0, e)));
+    let decimal = DECIMAL_SUFFIXES
+        .iter()
+        .zip((-9..).step_by(3))
+        .map(|(s, e)| (*s, (e, 0)));
+    let binary = BINARY_SUFFIXES
+        .iter()
+        .zip((10..).step_by(10))
+        .map(|(s, e)| (*s, (0, e)));
     match decimal.chain(binary).find(|(s, _)| *s == suffix) {
         Some((_, scale)) => Ok(scale),
         None => decimal_exponent(suffix).map(|e| (e, 0)),

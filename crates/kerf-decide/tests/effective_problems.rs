@@ -171,7 +171,10 @@ fn ap_33_a_bad_maintenance_schedule_is_named_and_the_window_is_closed() {
     assert!(ep.problems[1].message.contains("counts as closed"));
     // At 12:00 UTC the first window would be open if its zone were UTC; invalid, it is
     // closed.
-    assert_eq!(reason_on_fixture(&ep), wk::REASON_OUTSIDE_MAINTENANCE_WINDOW);
+    assert_eq!(
+        reason_on_fixture(&ep),
+        wk::REASON_OUTSIDE_MAINTENANCE_WINDOW
+    );
 }
 
 // rule: AP-30, AP-39

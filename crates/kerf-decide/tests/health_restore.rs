@@ -12,7 +12,6 @@ use kerf_decide::health::{
     BreachReason, Counts, HealthVerdict, evaluate, restore_hpa, restore_values, rollback_record,
 };
 
-
 fn values(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
     ResourceValues {
         cpu: cpu.map(Quantity::from),

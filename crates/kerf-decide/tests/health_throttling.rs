@@ -12,7 +12,6 @@ use kerf_decide::health::{
 };
 use proptest::prelude::*;
 
-
 // rule: RB-12, RB-13
 #[test]
 fn rb_12_the_query_is_the_share_of_throttled_periods_since_the_change() {

@@ -14,7 +14,6 @@ use kerf_decide::health::{
 
 const BOTH: [Resource; 2] = [Resource::Cpu, Resource::Memory];
 
-
 fn counts(oom_kills: u64, restarts: u64) -> Counts {
     Counts {
         oom_kills,

@@ -83,8 +83,14 @@ impl<'a> Pass<'a> {
     /// A `blocked` event of this workload about `change`, for `reason`, saying `message`.
     pub fn blocked_event(&self, change: &ChangeRecord, reason: &str, message: &str) -> Event {
         let workload = event_workload(&self.workload);
-        let mut e = Event::new(uuid::Uuid::new_v4(), EventType::Blocked, self.now, workload, reason)
-            .with_message(message);
+        let mut e = Event::new(
+            uuid::Uuid::new_v4(),
+            EventType::Blocked,
+            self.now,
+            workload,
+            reason,
+        )
+        .with_message(message);
         e.recommendation_id = Some(change.recommendation_id.clone());
         e
     }
