@@ -157,6 +157,7 @@ fn user_ca() -> Res<(String, String)> {
 }
 
 /// Writes `pem` to `name` in `dir` and gives the `--set-file` entry for `webhook.tls.<name>`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
 fn ca_file(dir: &std::path::Path, name: &str, pem: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, pem).unwrap();

@@ -30,12 +30,14 @@ fn text_at<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
 }
 
 /// Asserts the chart's template `file` contains `needle`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
 fn assert_template_has(file: &str, needle: &str) {
     let text = read(&format!("templates/{file}")).unwrap();
     assert!(text.contains(needle), "{file} lacks {needle:?}");
 }
 
 /// Asserts the agent's environment variable `env` is set from `.Values.<path>`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
 fn assert_env_reads(env: &str, path: &str) {
     let raw = env_value(env).unwrap();
     assert!(raw.contains(&format!(".Values.{path}")), "{env}: {raw}");

@@ -93,6 +93,7 @@ fn fast() -> OutboxConfig {
 }
 
 /// A rig with the default hub, which is down, and the [`fast`] outbox as `bound` sets it.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
 async fn rig_in_outage(bound: impl FnOnce(&mut OutboxConfig)) -> Rig {
     let mut outbox_cfg = fast();
     bound(&mut outbox_cfg);

@@ -35,6 +35,7 @@ struct Rig {
 }
 
 impl Rig {
+    #[allow(clippy::unwrap_used)] // test helper: a failure fails the test
     fn new(t0: chrono::DateTime<Utc>, change: kerf_api::rsr::ChangeRecord) -> Rig {
         let status = watching(change, t0, Some(t0 + Duration::minutes(30)));
         let client = offline_client().unwrap();
@@ -42,6 +43,7 @@ impl Rig {
     }
 
     /// The `app` pods `(name, restarts, last termination reason)`, made before the change.
+    #[allow(clippy::unwrap_used)] // test helper: a failure fails the test
     fn pods(&self, specs: &[(&str, u32, Option<&str>)]) -> Vec<PodRef> {
         let created = self.t0 - Duration::hours(1);
         let pod = |(name, restarts, reason): &(&str, u32, Option<&str>)| {

@@ -112,7 +112,7 @@ pub async fn evict(
                 {
                     let message = format!("eviction of pod {pod} refused: {message}");
                     let reason = wk::REASON_POD_DISRUPTION_BUDGET;
-                    let mut e = c.blocked_event(&change, reason, &message);
+                    let mut e = c.blocked_event(change, reason, &message);
                     e.resources = change.resources.clone();
                     e.details = ondelete::refusal_details(&pod);
                     out.events.push(e);
