@@ -400,13 +400,18 @@ mod tests {
         assert_eq!(a.containers.len(), 1);
     }
 
+    /// A status whose change of [`plan`] was made at `now`.
+    fn changing(now: DateTime<Utc>) -> RightsizingRecommendationStatus {
+        RightsizingRecommendationStatus {
+            change: Some(new_change(&plan(), now)),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn pending_events_are_kept_once_and_cleared_on_ack() {
         let now = Utc::now();
-        let mut status = RightsizingRecommendationStatus {
-            change: Some(new_change(&plan(), now)),
-            ..Default::default()
-        };
+        let mut status = changing(now);
         let e = applied_event(status.change.as_ref().unwrap(), workload(), None, now);
         add_pending(&mut status, &e);
         add_pending(&mut status, &e);
@@ -418,10 +423,7 @@ mod tests {
     #[test]
     fn in_place_watch_ends_after_the_watch_duration() {
         let now = Utc::now();
-        let mut status = RightsizingRecommendationStatus {
-            change: Some(new_change(&plan(), now)),
-            ..Default::default()
-        };
+        let mut status = changing(now);
         mark_applied(&mut status, now, Duration::seconds(30));
         assert_eq!(status.change.as_ref().unwrap().state, ChangeState::Applied);
         assert_eq!(

@@ -434,26 +434,23 @@ fn leader_election(
             "must be longer than 4s (the leader stops acting 2s before the lease expires)",
         ));
     }
-    if renew_deadline >= lease_duration {
-        return Err(SettingsError::invalid(
-            "lease-renew-deadline",
-            &args.lease_renew_deadline,
-            format!(
-                "must be shorter than --lease-duration ({})",
-                args.lease_duration
-            ),
-        ));
-    }
-    if retry_period >= renew_deadline {
-        return Err(SettingsError::invalid(
-            "lease-retry-period",
-            &args.lease_retry_period,
-            format!(
-                "must be shorter than --lease-renew-deadline ({})",
-                args.lease_renew_deadline
-            ),
-        ));
-    }
+    let renew = (
+        "lease-renew-deadline",
+        args.lease_renew_deadline.as_str(),
+        renew_deadline,
+    );
+    let lease = (
+        "lease-duration",
+        args.lease_duration.as_str(),
+        lease_duration,
+    );
+    let retry = (
+        "lease-retry-period",
+        args.lease_retry_period.as_str(),
+        retry_period,
+    );
+    shorter(renew, lease)?;
+    shorter(retry, renew)?;
     if !is_dns_subdomain(&args.lease_name) {
         return Err(SettingsError::invalid(
             "lease-name",
@@ -470,6 +467,22 @@ fn leader_election(
         renew_deadline,
         retry_period,
     })
+}
+
+/// A lease flag `(name, given text, value)` that must be shorter than another one.
+type LeaseFlag<'a> = (&'static str, &'a str, Duration);
+
+/// Refuses `flag` unless it is shorter than `than`, naming both as given.
+fn shorter(flag: LeaseFlag<'_>, than: LeaseFlag<'_>) -> Result<(), SettingsError> {
+    let ((name, text, value), (other, other_text, limit)) = (flag, than);
+    if value >= limit {
+        return Err(SettingsError::invalid(
+            name,
+            text,
+            format!("must be shorter than --{other} ({other_text})"),
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_identity(flag: Option<&str>, env: EnvLookup<'_>) -> Result<String, SettingsError> {

@@ -403,22 +403,24 @@ mod tests {
     #[test]
     fn transition_time_moves_only_with_the_status() {
         let mut list = vec![cond(ConditionStatus::True, "2026-01-01T00:00:00Z")];
-        set_condition(
-            &mut list,
-            cond(ConditionStatus::True, "2026-01-02T00:00:00Z"),
-        );
-        assert_eq!(
-            list[0].last_transition_time,
-            "2026-01-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        set_condition(
-            &mut list,
-            cond(ConditionStatus::False, "2026-01-03T00:00:00Z"),
-        );
-        assert_eq!(
-            list[0].last_transition_time,
-            "2026-01-03T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
+        // (the status set, when, the transition time after it)
+        let steps = [
+            (
+                ConditionStatus::True,
+                "2026-01-02T00:00:00Z",
+                "2026-01-01T00:00:00Z",
+            ),
+            (
+                ConditionStatus::False,
+                "2026-01-03T00:00:00Z",
+                "2026-01-03T00:00:00Z",
+            ),
+        ];
+        for (status, at, transition) in steps {
+            set_condition(&mut list, cond(status, at));
+            let want: DateTime<Utc> = transition.parse().unwrap();
+            assert_eq!(list[0].last_transition_time, want, "{at}");
+        }
         assert_eq!(list.len(), 1);
     }
 }

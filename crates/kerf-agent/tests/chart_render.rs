@@ -156,18 +156,22 @@ fn user_ca() -> Res<(String, String)> {
     Ok((ca.pem().to_owned(), ca.key_pem()))
 }
 
+/// Writes `pem` to `name` in `dir` and gives the `--set-file` entry for `webhook.tls.<name>`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+fn ca_file(dir: &std::path::Path, name: &str, pem: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, pem).unwrap();
+    format!("webhook.tls.{name}={}", path.display())
+}
+
 #[test]
 fn a_supplied_ca_gives_the_same_ca_bundle_at_every_render() {
     let helm = chart_support::helm();
     let dir = tempfile::tempdir().unwrap();
     let (ca_crt, ca_key) = user_ca().unwrap();
-    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
-    std::fs::write(dir.path().join("ca.key"), &ca_key).unwrap();
-    let files = format!(
-        "webhook.tls.ca.crt={},webhook.tls.ca.key={}",
-        dir.path().join("ca.crt").display(),
-        dir.path().join("ca.key").display()
-    );
+    let files = [("ca.crt", &ca_crt), ("ca.key", &ca_key)]
+        .map(|(name, pem)| ca_file(dir.path(), name, pem))
+        .join(",");
     let first = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
     let second = webhook_tls(&render(&helm, &["--set-file", &files]).unwrap()).unwrap();
     // The caBundle is the user's CA, at every render (helm template, Argo CD, Flux).
@@ -190,8 +194,7 @@ fn a_ca_without_its_key_is_refused() {
     let helm = chart_support::helm();
     let dir = tempfile::tempdir().unwrap();
     let (ca_crt, _) = user_ca().unwrap();
-    std::fs::write(dir.path().join("ca.crt"), &ca_crt).unwrap();
-    let file = format!("webhook.tls.ca.crt={}", dir.path().join("ca.crt").display());
+    let file = ca_file(dir.path(), "ca.crt", &ca_crt);
     let err = render(&helm, &["--set-file", &file]).unwrap_err();
     assert!(
         err.to_string()

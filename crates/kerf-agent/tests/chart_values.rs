@@ -24,6 +24,25 @@ fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))
 }
 
+/// The string at a dotted path.
+fn text_at<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
+    at(v, path).and_then(Value::as_str)
+}
+
+/// Asserts the chart's template `file` contains `needle`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+fn assert_template_has(file: &str, needle: &str) {
+    let text = read(&format!("templates/{file}")).unwrap();
+    assert!(text.contains(needle), "{file} lacks {needle:?}");
+}
+
+/// Asserts the agent's environment variable `env` is set from `.Values.<path>`.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+fn assert_env_reads(env: &str, path: &str) {
+    let raw = env_value(env).unwrap();
+    assert!(raw.contains(&format!(".Values.{path}")), "{env}: {raw}");
+}
+
 /// `.Values.a.b` or `.Release.Namespace` inside one `{{ ... }}` expression.
 fn resolve_expr(expr: &str, values: &Value) -> Option<String> {
     if expr.contains(".Release.Namespace") {
@@ -116,11 +135,7 @@ fn agent_settings(
 fn gr_25_tolerance_is_a_chart_value_defaulting_to_5() {
     let v = values().unwrap();
     assert_eq!(at(&v, "tolerance").and_then(Value::as_f64), Some(5.0));
-    assert!(
-        env_value("KERF_TOLERANCE")
-            .unwrap()
-            .contains(".Values.tolerance")
-    );
+    assert_env_reads("KERF_TOLERANCE", "tolerance");
     let s = agent_settings(&v, &[]).unwrap();
     assert_eq!(s["tolerance"], "5%");
     let s = agent_settings(&v, &[("KERF_TOLERANCE", "2.5")]).unwrap();
@@ -135,10 +150,9 @@ fn ap_55_max_pod_deletes_per_run_defaults_to_1() {
         at(&v, "onDelete.maxPodDeletesPerRun").and_then(Value::as_u64),
         Some(1)
     );
-    assert!(
-        env_value("KERF_ON_DELETE_MAX_POD_DELETES_PER_RUN")
-            .unwrap()
-            .contains(".Values.onDelete.maxPodDeletesPerRun")
+    assert_env_reads(
+        "KERF_ON_DELETE_MAX_POD_DELETES_PER_RUN",
+        "onDelete.maxPodDeletesPerRun",
     );
     let s = agent_settings(&v, &[]).unwrap();
     assert_eq!(s["onDelete"]["maxPodDeletesPerRun"], 1, "{s}");
@@ -148,15 +162,8 @@ fn ap_55_max_pod_deletes_per_run_defaults_to_1() {
 #[test]
 fn ap_57_on_delete_settle_defaults_to_30_seconds() {
     let v = values().unwrap();
-    assert_eq!(
-        at(&v, "onDelete.settle").and_then(Value::as_str),
-        Some("30s")
-    );
-    assert!(
-        env_value("KERF_ON_DELETE_SETTLE")
-            .unwrap()
-            .contains(".Values.onDelete.settle")
-    );
+    assert_eq!(text_at(&v, "onDelete.settle"), Some("30s"));
+    assert_env_reads("KERF_ON_DELETE_SETTLE", "onDelete.settle");
     let s = agent_settings(&v, &[]).unwrap();
     assert_eq!(s["onDelete"]["settle"], "30s", "{s}");
 }
@@ -166,11 +173,7 @@ fn ap_57_on_delete_settle_defaults_to_30_seconds() {
 fn ap_40_freeze_now_is_a_chart_value_passed_to_the_agent() {
     let v = values().unwrap();
     assert_eq!(at(&v, "freeze.now").and_then(Value::as_bool), Some(false));
-    assert!(
-        env_value("KERF_FREEZE_NOW")
-            .unwrap()
-            .contains(".Values.freeze.now")
-    );
+    assert_env_reads("KERF_FREEZE_NOW", "freeze.now");
     assert_eq!(agent_settings(&v, &[]).unwrap()["freeze"]["now"], false);
     let mut frozen = v.clone();
     if let Some(Value::Mapping(f)) = frozen.get_mut("freeze") {
@@ -191,11 +194,7 @@ fn ap_41_freeze_windows_reach_the_agent_through_the_config_map() {
     );
     let cm = read("templates/configmap.yaml").unwrap();
     assert!(cm.contains("freeze-windows.yaml:"));
-    assert!(
-        read("templates/_helpers.tpl")
-            .unwrap()
-            .contains("toYaml .Values.freeze.windows")
-    );
+    assert_template_has("_helpers.tpl", "toYaml .Values.freeze.windows");
     assert_eq!(
         env_value("KERF_FREEZE_WINDOWS").unwrap(),
         "/etc/kerf/config/freeze-windows.yaml"
@@ -224,16 +223,8 @@ fn ap_41_freeze_windows_reach_the_agent_through_the_config_map() {
 fn gr_37_cluster_defaults_are_rendered_and_passed_as_a_file() {
     let v = values().unwrap();
     assert!(at(&v, "clusterDefaults").is_some_and(Value::is_mapping));
-    assert!(
-        read("templates/_helpers.tpl")
-            .unwrap()
-            .contains("toYaml .Values.clusterDefaults")
-    );
-    assert!(
-        read("templates/configmap.yaml")
-            .unwrap()
-            .contains("cluster-defaults.yaml:")
-    );
+    assert_template_has("_helpers.tpl", "toYaml .Values.clusterDefaults");
+    assert_template_has("configmap.yaml", "cluster-defaults.yaml:");
     assert_eq!(
         env_value("KERF_CLUSTER_DEFAULTS_FILE").unwrap(),
         "/etc/kerf/config/cluster-defaults.yaml"
@@ -269,11 +260,7 @@ fn every_variable_the_chart_sets_is_read_by_the_agent() {
         );
     }
     // The container passes only the subcommand; every setting goes through the env.
-    assert!(
-        read("templates/deployment.yaml")
-            .unwrap()
-            .contains("args: [\"run\"]")
-    );
+    assert_template_has("deployment.yaml", "args: [\"run\"]");
 }
 
 #[test]
@@ -291,10 +278,7 @@ fn every_value_the_deployment_reads_exists_in_values_yaml() {
 #[test]
 fn webhook_ignores_failures_and_answers_within_2_seconds() {
     let v = values().unwrap();
-    assert_eq!(
-        at(&v, "webhook.failurePolicy").and_then(Value::as_str),
-        Some("Ignore")
-    );
+    assert_eq!(text_at(&v, "webhook.failurePolicy"), Some("Ignore"));
     assert_eq!(
         at(&v, "webhook.timeoutSeconds").and_then(Value::as_u64),
         Some(2)
@@ -356,9 +340,5 @@ fn chart_runs_two_replicas_with_a_disruption_budget() {
         Some(&Value::Bool(true))
     );
     assert_eq!(at(&v, "leaderElection.enabled"), Some(&Value::Bool(true)));
-    assert!(
-        read("templates/pdb.yaml")
-            .unwrap()
-            .contains("kind: PodDisruptionBudget")
-    );
+    assert_template_has("pdb.yaml", "kind: PodDisruptionBudget");
 }

@@ -92,6 +92,16 @@ fn fast() -> OutboxConfig {
     }
 }
 
+/// A rig with the default hub, which is down, and the [`fast`] outbox as `bound` sets it.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+async fn rig_in_outage(bound: impl FnOnce(&mut OutboxConfig)) -> Rig {
+    let mut outbox_cfg = fast();
+    bound(&mut outbox_cfg);
+    let rig = rig(DevHubConfig::default(), outbox_cfg).await.unwrap();
+    rig.hub.set_down(true).await;
+    rig
+}
+
 /// Waits (real time, bounded) until the hub stored `n` events and the outbox is empty.
 async fn delivered(rig: &Rig, n: usize) -> bool {
     for _ in 0..2000 {
@@ -200,12 +210,7 @@ async fn an_hour_of_outage_at_two_events_per_second_loses_nothing_with_default_b
 // rule: EV-05, EV-06
 #[tokio::test]
 async fn an_outage_past_the_bounds_drops_the_oldest_first_and_counts_each_drop() {
-    let cfg = OutboxConfig {
-        max_events: 100,
-        ..fast()
-    };
-    let rig = rig(DevHubConfig::default(), cfg).await.unwrap();
-    rig.hub.set_down(true).await;
+    let rig = rig_in_outage(|c| c.max_events = 100).await;
     let emitted: Vec<Event> = (0..250).map(|n| event(t0(), n)).collect();
     for e in &emitted {
         rig.outbox.enqueue(e.clone()).unwrap();
@@ -234,12 +239,7 @@ async fn an_outage_past_the_bounds_drops_the_oldest_first_and_counts_each_drop()
 // rule: EV-05, EV-14
 #[tokio::test]
 async fn a_block_dropped_from_a_full_outbox_is_sent_again() {
-    let cfg = OutboxConfig {
-        max_events: 1,
-        ..fast()
-    };
-    let rig = rig(DevHubConfig::default(), cfg).await.unwrap();
-    rig.hub.set_down(true).await;
+    let rig = rig_in_outage(|c| c.max_events = 1).await;
     let key = WorkloadKey::new("payments-prod", WorkloadKind::Deployment, "checkout-0");
     let candidate = Candidate::new(EventType::Blocked, "Cooldown", None).unwrap();
     let mut ledger = ReportLedger::default();
@@ -271,12 +271,7 @@ async fn a_block_dropped_from_a_full_outbox_is_sent_again() {
 // rule: EV-05
 #[tokio::test]
 async fn the_byte_bound_drops_the_oldest_first() {
-    let cfg = OutboxConfig {
-        max_bytes: 20_000,
-        ..fast()
-    };
-    let rig = rig(DevHubConfig::default(), cfg).await.unwrap();
-    rig.hub.set_down(true).await;
+    let rig = rig_in_outage(|c| c.max_bytes = 20_000).await;
     for n in 0..200 {
         rig.outbox.enqueue(event(t0(), n)).unwrap();
     }

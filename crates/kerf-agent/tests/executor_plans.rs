@@ -373,39 +373,24 @@ mod executor_plans {
     #[test]
     fn no_pod_is_replaced_while_the_health_watch_reports_a_breach_or_a_freeze_or_pause_holds() {
         let pods = [sts_pod(0, "old", 60)];
-        let breach = OnDeleteInput {
-            health_breach: true,
-            ..input(&pods)
-        };
-        assert!(matches!(
-            plan(&breach),
-            OnDeletePlan::Wait {
-                reason: WaitReason::HealthBreach,
-                ..
-            }
-        ));
-        let frozen = OnDeleteInput {
-            frozen: true,
-            ..input(&pods)
-        };
-        assert!(matches!(
-            plan(&frozen),
-            OnDeletePlan::Wait {
-                reason: WaitReason::FreezeWindow,
-                ..
-            }
-        ));
-        let paused = OnDeleteInput {
-            paused: true,
-            ..input(&pods)
-        };
-        assert!(matches!(
-            plan(&paused),
-            OnDeletePlan::Wait {
-                reason: WaitReason::Paused,
-                ..
-            }
-        ));
+        // (why it waits, health breach, freeze, pause)
+        let held = [
+            (WaitReason::HealthBreach, true, false, false),
+            (WaitReason::FreezeWindow, false, true, false),
+            (WaitReason::Paused, false, false, true),
+        ];
+        for (reason, health_breach, frozen, paused) in held {
+            let i = OnDeleteInput {
+                health_breach,
+                frozen,
+                paused,
+                ..input(&pods)
+            };
+            assert!(
+                matches!(&plan(&i), OnDeletePlan::Wait { reason: r, .. } if *r == reason),
+                "{reason:?}"
+            );
+        }
     }
 
     // rule: AP-59, EV-43

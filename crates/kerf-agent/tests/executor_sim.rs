@@ -12,7 +12,7 @@ mod executor_sim {
     use kerf_agent::executor::inplace::{InPlaceInput, InPlaceOutcome, plan, view_of};
     use kerf_agent::executor::ondelete::{EvictOutcome, evict_pod};
     use kerf_agent::executor::resize::{ResizeError, resize_pod};
-    use kerf_agent::executor::rollout::{apply_template, release};
+    use kerf_agent::executor::rollout::{Applied, apply_template, release};
     use kerf_agent::executor::{ContainerResources, WorkloadId};
     use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
     use kerf_sim::sim::Sim;
@@ -42,6 +42,19 @@ mod executor_sim {
     }
 
     /// A Deployment as `kubectl apply` (client-side) creates it: requests cpu 100m, memory 64Mi.
+    /// A sim with the client-side-applied Deployment `name`, to whose template Kerf
+    /// applied `cpu` as the `app` container's CPU request.
+    async fn kerf_applied(
+        name: &str,
+        cpu: &str,
+    ) -> anyhow::Result<(Sim, kube::Client, WorkloadId, Applied)> {
+        let sim = start().await?;
+        let client = sim.client();
+        let web = client_side_applied(&client, name).await?;
+        let applied = apply_template(client.clone(), &web, &change(cpu), &[Resource::Cpu]).await?;
+        Ok((sim, client, web, applied))
+    }
+
     async fn client_side_applied(client: &kube::Client, name: &str) -> anyhow::Result<WorkloadId> {
         let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
         let d: Deployment = serde_json::from_value(json!({
@@ -84,11 +97,7 @@ mod executor_sim {
     // rule: AP-19, AP-20
     #[tokio::test]
     async fn rollout_takes_exactly_the_cpu_field_from_client_side_apply() -> anyhow::Result<()> {
-        let sim = start().await?;
-        let client = sim.client();
-        let web = client_side_applied(&client, "web").await?;
-        let applied =
-            apply_template(client.clone(), &web, &change("200m"), &[Resource::Cpu]).await?;
+        let (_sim, client, _, applied) = kerf_applied("web", "200m").await?;
         assert_eq!(applied.containers, ["app"]);
         let obj = get_json(&client, "web").await?;
         assert_eq!(
@@ -117,10 +126,7 @@ mod executor_sim {
     // rule: RB-23
     #[tokio::test]
     async fn rollback_of_a_rollout_patches_the_template_back() -> anyhow::Result<()> {
-        let sim = start().await?;
-        let client = sim.client();
-        let web = client_side_applied(&client, "back").await?;
-        apply_template(client.clone(), &web, &change("200m"), &[Resource::Cpu]).await?;
+        let (_sim, client, web, _) = kerf_applied("back", "200m").await?;
         apply_template(client.clone(), &web, &change("100m"), &[Resource::Cpu]).await?;
         let obj = get_json(&client, "back").await?;
         assert_eq!(app_resources(&obj)["requests"]["cpu"], "100m");
@@ -130,10 +136,7 @@ mod executor_sim {
     // rule: AP-21, EV-46
     #[tokio::test]
     async fn release_keeps_the_values_and_removes_kerf_from_managed_fields() -> anyhow::Result<()> {
-        let sim = start().await?;
-        let client = sim.client();
-        let web = client_side_applied(&client, "rel").await?;
-        apply_template(client.clone(), &web, &change("200m"), &[Resource::Cpu]).await?;
+        let (_sim, client, web, _) = kerf_applied("rel", "200m").await?;
         let before = get_json(&client, "rel").await?;
         let out = release(client.clone(), &web, &[Resource::Cpu]).await?;
         assert_eq!(out.released, ["app/requests.cpu"]);
@@ -184,17 +187,55 @@ mod executor_sim {
         Ok(())
     }
 
+    /// A sim with the Ready pod `name` labelled `app`, a client and the pods' API.
+    async fn sim_with_ready_pod(
+        name: &str,
+        app: &str,
+    ) -> anyhow::Result<(Sim, kube::Client, Api<Pod>)> {
+        let sim = start().await?;
+        let client = sim.client();
+        let api = ready_pod(&client, name, json!({ "app": app })).await?;
+        Ok((sim, client, api))
+    }
+
+    /// Creates the pod `name` with `labels` and waits until it is Ready.
+    async fn ready_pod(
+        client: &kube::Client,
+        name: &str,
+        labels: Value,
+    ) -> anyhow::Result<Api<Pod>> {
+        let api = pod(client, name, labels).await?;
+        wait_for(&api, name, is_ready).await?;
+        Ok(api)
+    }
+
+    /// Creates the object `manifest` in `default` and gives its kind's API there.
+    async fn create<K>(client: &kube::Client, manifest: Value) -> anyhow::Result<Api<K>>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), "default");
+        let object: K = serde_json::from_value(manifest)?;
+        api.create(&PostParams::default(), &object).await?;
+        Ok(api)
+    }
+
     async fn pod(client: &kube::Client, name: &str, labels: Value) -> anyhow::Result<Api<Pod>> {
-        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-        let p: Pod = serde_json::from_value(json!({
+        create(
+            client,
+            json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": labels},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": "sim-node-1"}, "containers": [
                 {"name": "app", "image": "registry.k8s.io/pause:3.10",
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}}}]}
-        }))?;
-        api.create(&PostParams::default(), &p).await?;
-        Ok(api)
+            }),
+        )
+        .await
     }
 
     async fn wait_for(api: &Api<Pod>, name: &str, f: impl Fn(&Pod) -> bool) -> anyhow::Result<Pod> {
@@ -226,8 +267,7 @@ mod executor_sim {
     -> anyhow::Result<()> {
         let sim = start().await?;
         let client = sim.client();
-        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-        let p: Pod = serde_json::from_value(json!({
+        let manifest = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "rs-side", "namespace": "default"},
             "spec": {"initContainers": [
@@ -236,8 +276,8 @@ mod executor_sim {
               "containers": [
                 {"name": "app", "image": "registry.k8s.io/pause:3.10",
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
-        }))?;
-        api.create(&PostParams::default(), &p).await?;
+        });
+        let api: Api<Pod> = create(&client, manifest).await?;
         wait_for(&api, "rs-side", is_ready).await?;
         let target: Vec<ContainerResources> = vec![
             (
@@ -282,10 +322,7 @@ mod executor_sim {
     // rule: AP-04, EV-10
     #[tokio::test]
     async fn resize_is_accepted_and_the_state_machine_sees_it_applied() -> anyhow::Result<()> {
-        let sim = start().await?;
-        let client = sim.client();
-        let api = pod(&client, "rs-ok", json!({"app": "rs"})).await?;
-        wait_for(&api, "rs-ok", is_ready).await?;
+        let (_sim, client, api) = sim_with_ready_pod("rs-ok", "rs").await?;
         let target = change("150m");
         let sent = resize_pod(client.clone(), "default", "rs-ok", &target, &[]).await?;
         assert_eq!(sent.generation, Some(2));
@@ -322,10 +359,7 @@ mod executor_sim {
     // rule: AP-08
     #[tokio::test]
     async fn resize_beyond_the_node_is_infeasible() -> anyhow::Result<()> {
-        let sim = start().await?;
-        let client = sim.client();
-        let api = pod(&client, "rs-big", json!({"app": "big"})).await?;
-        wait_for(&api, "rs-big", is_ready).await?;
+        let (_sim, client, _) = sim_with_ready_pod("rs-big", "big").await?;
         let big = vec![(
             "app".to_owned(),
             ResourceRequirements {
@@ -358,8 +392,7 @@ mod executor_sim {
     async fn eviction_blocked_by_a_pdb_is_a_refusal_that_can_be_retried() -> anyhow::Result<()> {
         let sim = start().await?;
         let client = client_without_retries(&sim).await?;
-        let api = pod(&client, "db-0", json!({"app": "db"})).await?;
-        wait_for(&api, "db-0", is_ready).await?;
+        let api = ready_pod(&client, "db-0", json!({"app": "db"})).await?;
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -393,61 +426,42 @@ mod executor_sim {
     async fn hpa_target_is_written_and_restored_under_kerf_hpa() -> anyhow::Result<()> {
         let sim = start().await?;
         let client = sim.client();
-        let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "default");
-        let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        let manifest = json!({
             "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
             "metadata": {"name": "scaled", "namespace": "default"},
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "minReplicas": 1, "maxReplicas": 5,
                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]}
-        }))?;
-        api.create(&PostParams::default(), &hpa).await?;
-        write_hpa_target(
-            client.clone(),
-            "default",
-            "scaled",
-            0,
-            MetricSource::Resource,
-            60,
-            75,
-        )
-        .await?;
+        });
+        let api: Api<HorizontalPodAutoscaler> = create(&client, manifest).await?;
+        // The HPA's first metric target: `old` to `new`, if it still is `old`.
+        let write_scaled = |old, new| {
+            write_hpa_target(
+                client.clone(),
+                "default",
+                "scaled",
+                0,
+                MetricSource::Resource,
+                old,
+                new,
+            )
+        };
+        let utilization = |obj: &Value| {
+            obj["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"].clone()
+        };
+        write_scaled(60, 75).await?;
         let obj = serde_json::to_value(api.get("scaled").await?)?;
-        assert_eq!(
-            obj["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
-            75
-        );
+        assert_eq!(utilization(&obj), 75);
         assert!(
             manager(&obj, "kerf-hpa").is_some(),
             "{}",
             obj["metadata"]["managedFields"]
         );
         // Someone else's target is never overwritten: the test operation fails.
-        let stale = write_hpa_target(
-            client.clone(),
-            "default",
-            "scaled",
-            0,
-            MetricSource::Resource,
-            60,
-            50,
-        )
-        .await;
+        let stale = write_scaled(60, 50).await;
         assert!(matches!(stale, Err(HpaError::Invalid { .. })), "{stale:?}");
-        write_hpa_target(
-            client.clone(),
-            "default",
-            "scaled",
-            0,
-            MetricSource::Resource,
-            75,
-            60,
-        )
-        .await?;
+        write_scaled(75, 60).await?;
         let obj = serde_json::to_value(api.get("scaled").await?)?;
-        assert_eq!(
-            obj["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
-            60
-        );
+        assert_eq!(utilization(&obj), 60);
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use kerf_agent::executor::resize::resize_pod;
 use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
 use kerf_api::Resource;
 use kerf_decide::health::BreachReason;
-use kerf_sim::kubelet::{Fault, inject, serve_control};
+use kerf_sim::kubelet::{inject, serve_control};
 use serde_json::json;
 
 /// A Prometheus process, killed when dropped.
@@ -106,13 +106,7 @@ async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Res
     let to = app_to(&change);
     for p in &ps {
         resize_pod(client.clone(), NS, &p.name, &to, &[]).await?;
-        let f = Fault::Throttle {
-            namespace: NS.into(),
-            pod: p.name.clone(),
-            container: "app".into(),
-            ratio: 0.5,
-        };
-        inject(sim.context(), f)?;
+        inject(sim.context(), throttle(&p.name, 0.5))?;
     }
     let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
     let source =

@@ -386,13 +386,7 @@ async fn rb_17_throttling_through_the_cadvisor_fallback_rolls_cpu_back() -> anyh
         now,
     };
     for p in &ps {
-        let f = Fault::Throttle {
-            namespace: NS.into(),
-            pod: p.name.clone(),
-            container: "app".into(),
-            ratio: 0.4,
-        };
-        inject(sim.context(), f)?;
+        inject(sim.context(), throttle(&p.name, 0.4))?;
     }
     // The first two minutes do not count (RB-14).
     clock.advance(StdDuration::from_secs(60));

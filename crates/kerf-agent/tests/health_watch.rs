@@ -27,29 +27,55 @@ fn input<'a>(
     }
 }
 
+/// A watch of a change made at `t0` for 30 minutes, over pods made an hour before it.
+struct Rig {
+    client: kube::Client,
+    t0: chrono::DateTime<Utc>,
+    status: kerf_api::rsr::RightsizingRecommendationStatus,
+}
+
+impl Rig {
+    #[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+    fn new(t0: chrono::DateTime<Utc>, change: kerf_api::rsr::ChangeRecord) -> Rig {
+        let status = watching(change, t0, Some(t0 + Duration::minutes(30)));
+        let client = offline_client().unwrap();
+        Rig { client, t0, status }
+    }
+
+    /// The `app` pods `(name, restarts, last termination reason)`, made before the change.
+    #[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+    fn pods(&self, specs: &[(&str, u32, Option<&str>)]) -> Vec<PodRef> {
+        let created = self.t0 - Duration::hours(1);
+        let pod = |(name, restarts, reason): &(&str, u32, Option<&str>)| {
+            hand_pod(name, *restarts, *reason, created).unwrap()
+        };
+        specs.iter().map(pod).collect()
+    }
+
+    /// One step of `w` over `pods`, `after` the change.
+    async fn step(&mut self, w: &Watcher, pods: &[PodRef], after: Duration) -> HealthStep {
+        let input = input(pods, self.t0 + after);
+        w.step(&self.client, &mut self.status, &input).await
+    }
+}
+
+type PodRef = std::sync::Arc<kerf_agent::cache::PodInfo>;
+
 // rule: RB-05, RB-09, RB-11
 #[tokio::test]
 async fn rb_05_an_oom_kill_after_a_memory_change_breaches_at_the_pod_update() {
-    let client = offline_client().unwrap();
     let t0 = Utc::now();
-    let created = t0 - Duration::hours(1);
-    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let mut rig = Rig::new(t0, memory_change(t0));
     let w = watcher();
     // An OOM kill before the change is in the baseline and does not count.
-    let before = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
-    let step = w.step(&client, &mut status, &input(&before, t0)).await;
+    let before = rig.pods(&[("a", 1, Some("OOMKilled"))]);
+    let step = rig.step(&w, &before, Duration::zero()).await;
     assert!(matches!(step, HealthStep::Watching { .. }), "{step:?}");
-    let b = &status.watch.as_ref().unwrap().baselines["uid-a"]["app"];
+    let b = &rig.status.watch.as_ref().unwrap().baselines["uid-a"]["app"];
     assert_eq!((b.restarts, b.oom_kills), (1, 1));
     // The next pod update shows one more OOM kill: breach at once, memory only.
-    let after = vec![hand_pod("a", 2, Some("OOMKilled"), created).unwrap()];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&after, t0 + Duration::seconds(5)),
-        )
-        .await;
+    let after = rig.pods(&[("a", 2, Some("OOMKilled"))]);
+    let step = rig.step(&w, &after, Duration::seconds(5)).await;
     let HealthStep::Breach(b) = step else {
         panic!("expected a breach, got {step:?}")
     };
@@ -62,66 +88,34 @@ async fn rb_05_an_oom_kill_after_a_memory_change_breaches_at_the_pod_update() {
 // rule: RB-05
 #[tokio::test]
 async fn rb_05_oom_kills_are_not_watched_when_memory_was_not_touched() {
-    let client = offline_client().unwrap();
     let t0 = Utc::now();
-    let created = t0 - Duration::hours(1);
-    let mut status = watching(cpu_change(t0), t0, Some(t0 + Duration::minutes(30)));
+    let mut rig = Rig::new(t0, cpu_change(t0));
     let w = watcher();
-    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
-    w.step(&client, &mut status, &input(&pods, t0)).await;
-    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::seconds(5)),
-        )
-        .await;
+    let pods = rig.pods(&[("a", 0, None)]);
+    rig.step(&w, &pods, Duration::zero()).await;
+    let pods = rig.pods(&[("a", 1, Some("OOMKilled"))]);
+    let step = rig.step(&w, &pods, Duration::seconds(5)).await;
     assert!(matches!(step, HealthStep::Watching { .. }), "{step:?}");
 }
 
 // rule: RB-06, RB-07, RB-10
 #[tokio::test]
 async fn rb_10_restarts_add_up_over_all_pods_and_roll_back_every_touched_resource() {
-    let client = offline_client().unwrap();
     let t0 = Utc::now();
-    let created = t0 - Duration::hours(1);
-    let change = cpu_memory_change(t0);
-    let mut status = watching(change, t0, Some(t0 + Duration::minutes(30)));
+    let mut rig = Rig::new(t0, cpu_memory_change(t0));
     let w = watcher();
-    let pods = vec![
-        hand_pod("a", 5, Some("Error"), created).unwrap(),
-        hand_pod("b", 0, None, created).unwrap(),
-    ];
-    w.step(&client, &mut status, &input(&pods, t0)).await;
-    let pods = vec![
-        hand_pod("a", 7, Some("Error"), created).unwrap(),
-        hand_pod("b", 0, None, created).unwrap(),
-    ];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::seconds(1)),
-        )
-        .await;
+    let pods = rig.pods(&[("a", 5, Some("Error")), ("b", 0, None)]);
+    rig.step(&w, &pods, Duration::zero()).await;
+    let pods = rig.pods(&[("a", 7, Some("Error")), ("b", 0, None)]);
+    let step = rig.step(&w, &pods, Duration::seconds(1)).await;
     assert!(
         matches!(step, HealthStep::Watching { .. }),
         "2 restarts: {step:?}"
     );
     // A pod created after the change counts from zero.
-    let pods = vec![
-        hand_pod("a", 7, Some("Error"), created).unwrap(),
-        hand_pod("b", 0, None, created).unwrap(),
-        hand_pod("c", 1, Some("Error"), t0 + Duration::seconds(2)).unwrap(),
-    ];
-    let step = w
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::seconds(3)),
-        )
-        .await;
+    let mut pods = rig.pods(&[("a", 7, Some("Error")), ("b", 0, None)]);
+    pods.push(hand_pod("c", 1, Some("Error"), t0 + Duration::seconds(2)).unwrap());
+    let step = rig.step(&w, &pods, Duration::seconds(3)).await;
     let HealthStep::Breach(b) = step else {
         panic!("expected a breach, got {step:?}")
     };
@@ -193,23 +187,13 @@ async fn rb_03_an_oom_kill_inside_the_watch_seen_after_its_end_still_rolls_back(
 // rule: RB-09
 #[tokio::test]
 async fn rb_09_a_restarted_agent_counts_from_the_baselines_in_status() {
-    let client = offline_client().unwrap();
     let t0 = Utc::now();
-    let created = t0 - Duration::hours(1);
-    let mut status = watching(memory_change(t0), t0, Some(t0 + Duration::minutes(30)));
-    let pods = vec![hand_pod("a", 1, Some("OOMKilled"), created).unwrap()];
-    watcher()
-        .step(&client, &mut status, &input(&pods, t0))
-        .await;
+    let mut rig = Rig::new(t0, memory_change(t0));
+    let pods = rig.pods(&[("a", 1, Some("OOMKilled"))]);
+    rig.step(&watcher(), &pods, Duration::zero()).await;
     // A new agent (empty memory) sees the pod after one more OOM kill.
-    let pods = vec![hand_pod("a", 2, Some("OOMKilled"), created).unwrap()];
-    let step = watcher()
-        .step(
-            &client,
-            &mut status,
-            &input(&pods, t0 + Duration::seconds(9)),
-        )
-        .await;
+    let pods = rig.pods(&[("a", 2, Some("OOMKilled"))]);
+    let step = rig.step(&watcher(), &pods, Duration::seconds(9)).await;
     assert!(
         matches!(step, HealthStep::Breach(ref b) if b.reason == BreachReason::OomKills),
         "{step:?}"
@@ -219,14 +203,10 @@ async fn rb_09_a_restarted_agent_counts_from_the_baselines_in_status() {
 // rule: RB-16
 #[tokio::test]
 async fn rb_16_without_endpoint_or_fallback_throttling_is_never_sampled() {
-    let client = offline_client().unwrap();
     let t0 = Utc::now() - Duration::minutes(10);
-    let created = t0 - Duration::hours(1);
-    let mut status = watching(cpu_change(t0), t0, Some(t0 + Duration::minutes(30)));
-    let pods = vec![hand_pod("a", 0, None, created).unwrap()];
-    let step = watcher()
-        .step(&client, &mut status, &input(&pods, Utc::now()))
-        .await;
+    let mut rig = Rig::new(t0, cpu_change(t0));
+    let pods = rig.pods(&[("a", 0, None)]);
+    let step = rig.step(&watcher(), &pods, Utc::now() - t0).await;
     assert_eq!(
         step,
         HealthStep::Watching {

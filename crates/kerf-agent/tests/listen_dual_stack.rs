@@ -47,30 +47,28 @@ async fn connects(addr: &str, port: u16) -> bool {
     matches!(attempt, Ok(Ok(_)))
 }
 
+/// Binds `addr` and asserts the listener takes connections on both loopbacks.
+async fn assert_dual_stack(addr: SocketAddr) -> anyhow::Result<()> {
+    let l = bind(addr)?;
+    let port = l.local_addr()?.port();
+    assert!(connects("127.0.0.1", port).await, "IPv4 loopback ({addr})");
+    assert!(connects("[::1]", port).await, "IPv6 loopback ({addr})");
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_unspecified_ipv4_host_listens_on_ipv4_and_ipv6() -> anyhow::Result<()> {
     require_ipv6_loopback();
     // What `--webhook-addr :8443` and the default `0.0.0.0:8080` become.
     let (webhook, metrics) = addrs(":0", "0.0.0.0:0")?;
-    let l = bind(metrics)?;
-    let port = l.local_addr()?.port();
-    assert!(connects("127.0.0.1", port).await, "IPv4 loopback");
-    assert!(connects("[::1]", port).await, "IPv6 loopback");
-    let l = bind(webhook)?;
-    let port = l.local_addr()?.port();
-    assert!(connects("127.0.0.1", port).await, "IPv4 loopback");
-    assert!(connects("[::1]", port).await, "IPv6 loopback");
-    Ok(())
+    assert_dual_stack(metrics).await?;
+    assert_dual_stack(webhook).await
 }
 
 #[tokio::test]
 async fn an_unspecified_ipv6_host_listens_on_ipv4_and_ipv6() -> anyhow::Result<()> {
     require_ipv6_loopback();
-    let l = bind("[::]:0".parse()?)?;
-    let port = l.local_addr()?.port();
-    assert!(connects("127.0.0.1", port).await, "IPv4 loopback");
-    assert!(connects("[::1]", port).await, "IPv6 loopback");
-    Ok(())
+    assert_dual_stack("[::]:0".parse()?).await
 }
 
 #[tokio::test]

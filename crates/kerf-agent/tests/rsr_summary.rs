@@ -21,7 +21,7 @@ use kerf_api::wellknown as wk;
 use kerf_decide::effective::{Layer, PolicyProblem};
 use kerf_decide::facts::Facts;
 use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, set_strategy, values};
-use status_support::{audit_status, build, in_place_change};
+use status_support::{audit_status, build, build_after, in_place_change};
 
 fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
     let sum = s.summary.clone().unwrap_or_default();
@@ -97,11 +97,7 @@ fn a_later_pass_with_nothing_to_do_keeps_the_reason_of_applied() {
     f.workload.containers[0].requests = values(Some(300), Some(384 * MI));
     let mut change = in_place_change(ChangeState::Applied);
     change.strategy = Strategy::Rollout;
-    let prev = RightsizingRecommendationStatus {
-        change: Some(change),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, change.clone());
     assert_eq!(s.phase, Some(Phase::Applied));
     assert_eq!(
         cells(&s),
@@ -112,16 +108,9 @@ fn a_later_pass_with_nothing_to_do_keeps_the_reason_of_applied() {
         )
     );
     // An approved-once change keeps its own reason.
-    let mut approved = prev
-        .change
-        .clone()
-        .unwrap_or_else(|| in_place_change(ChangeState::Applied));
+    let mut approved = change;
     approved.approval_id = Some("appr-7".into());
-    let prev = RightsizingRecommendationStatus {
-        change: Some(approved),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, approved);
     assert_eq!(cells(&s).2, "ApprovedOnce");
 }
 
@@ -140,11 +129,7 @@ fn a_running_canary_shows_in_reason_and_its_end_in_next() {
         stage: CanaryStage::Resizing,
         watch: None,
     });
-    let prev = RightsizingRecommendationStatus {
-        change: Some(change.clone()),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, change.clone());
     assert_eq!(s.phase, Some(Phase::Applying));
     assert_eq!(cells(&s).2, "CanaryResizing");
 
@@ -158,11 +143,7 @@ fn a_running_canary_shows_in_reason_and_its_end_in_next() {
             aggregated: None,
         }),
     });
-    let prev = RightsizingRecommendationStatus {
-        change: Some(change.clone()),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, change.clone());
     assert_eq!(cells(&s).2, "CanaryWatching");
     let sum = s.summary.clone().unwrap_or_default();
     assert_eq!(sum.next.as_deref(), Some("2026-06-03T12:10:00Z"));
@@ -171,11 +152,7 @@ fn a_running_canary_shows_in_reason_and_its_end_in_next() {
     if let Some(k) = change.canary.as_mut() {
         k.stage = CanaryStage::Passed;
     }
-    let prev = RightsizingRecommendationStatus {
-        change: Some(change),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, change);
     assert_eq!(cells(&s).2, "RecommendationApplied");
 }
 
@@ -227,11 +204,7 @@ fn wide_fields_name_the_policy_the_last_change_and_when_the_block_ends() {
     let mut change = in_place_change(ChangeState::Applied);
     change.strategy = Strategy::Rollout;
     change.applied_at = Some(now() - Duration::hours(1));
-    let prev = RightsizingRecommendationStatus {
-        change: Some(change),
-        ..Default::default()
-    };
-    let s = build(&mut f, &policy(), &prev);
+    let s = build_after(&mut f, change);
     let sum = s.summary.clone().unwrap_or_default();
     assert_eq!(sum.policy.as_deref(), Some("shop-default"));
     assert_eq!(sum.last_change, Some(now() - Duration::hours(1)));

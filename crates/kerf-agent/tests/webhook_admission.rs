@@ -226,9 +226,14 @@ async fn rolled_back_rsr_stops_giving_live_values() {
 async fn deleted_rsr_stops_giving_live_values() {
     let index = web_index();
     index.remove_rsr("demo", "web");
-    let router = app(&index);
+    assert_web_pod_left_alone(&index, "u7").await;
+}
+
+/// Admits a pod of the `web` Deployment and asserts it goes through unpatched.
+async fn assert_web_pod_left_alone(index: &SharedIndex, uid: &str) {
+    let router = app(index);
     let pod = pod(owner("ReplicaSet", "web-7d9f"), base_resources());
-    let resp = admit(&router, &review("u7", "CREATE", pod)).await;
+    let resp = admit(&router, &review(uid, "CREATE", pod)).await;
     assert!(resp.get("patch").is_none(), "{resp}");
 }
 
@@ -424,10 +429,7 @@ async fn rsr_with_invalid_live_values_is_not_indexed() {
     live["containers"][0]["requests"]["cpu"] = json!("12Q");
     let err = index.upsert_rsr(&rsr("Deployment", "web", "Applied", live));
     assert!(err.is_err_and(|e| e.to_string().contains("12Q")));
-    let router = app(&index);
-    let pod = pod(owner("ReplicaSet", "web-7d9f"), base_resources());
-    let resp = admit(&router, &review("m5", "CREATE", pod)).await;
-    assert!(resp.get("patch").is_none(), "{resp}");
+    assert_web_pod_left_alone(&index, "m5").await;
 }
 
 #[tokio::test]

@@ -248,6 +248,17 @@ mod tests {
         })
     }
 
+    /// The step of a one-pod canary `r` over `pods`, without a breach.
+    fn one_pod_step(r: &CanaryRecord, pods: &[CanaryPod]) -> CanaryStep {
+        step(policy(CanarySize::Pods(1)), Some(r), pods, false)
+    }
+
+    /// A canary of `pods` whose watch ends in 30 seconds, and that end.
+    fn watching(pods: &[&str]) -> (CanaryRecord, DateTime<Utc>) {
+        let end = now() + Duration::seconds(30);
+        (record(CanaryStage::Watching, pods, Some(end)), end)
+    }
+
     fn record(stage: CanaryStage, pods: &[&str], end: Option<DateTime<Utc>>) -> CanaryRecord {
         CanaryRecord {
             pods: pods.iter().map(|p| (*p).to_owned()).collect(),
@@ -368,7 +379,7 @@ mod tests {
     fn only_the_canary_pods_are_resized_until_they_run_the_values() {
         let r = record(CanaryStage::Resizing, &["a"], None);
         let p = pods(&[("a", true, false), ("b", false, false), ("c", false, false)]);
-        let s = step(policy(CanarySize::Pods(1)), Some(&r), &p, false);
+        let s = one_pod_step(&r, &p);
         assert_eq!(s, CanaryStep::Resize(vec!["a".into()]));
     }
 
@@ -376,7 +387,7 @@ mod tests {
     fn the_canary_watch_starts_once_every_canary_pod_runs_the_values() {
         let r = record(CanaryStage::Resizing, &["a"], None);
         let p = pods(&[("a", true, true), ("b", false, false)]);
-        let s = step(policy(CanarySize::Pods(1)), Some(&r), &p, false);
+        let s = one_pod_step(&r, &p);
         assert_eq!(
             s,
             CanaryStep::Watch {
@@ -387,30 +398,19 @@ mod tests {
 
     #[test]
     fn the_rest_waits_for_the_canary_duration_then_goes() {
-        let end = now() + Duration::seconds(30);
-        let r = record(CanaryStage::Watching, &["a"], Some(end));
+        let (r, end) = watching(&["a"]);
         let p = pods(&[("a", true, true), ("b", false, false)]);
-        assert_eq!(
-            step(policy(CanarySize::Pods(1)), Some(&r), &p, false),
-            CanaryStep::Wait { until: end }
-        );
+        assert_eq!(one_pod_step(&r, &p), CanaryStep::Wait { until: end });
         let ended = record(CanaryStage::Watching, &["a"], Some(now()));
-        assert_eq!(
-            step(policy(CanarySize::Pods(1)), Some(&ended), &p, false),
-            CanaryStep::Pass
-        );
+        assert_eq!(one_pod_step(&ended, &p), CanaryStep::Pass);
         let passed = record(CanaryStage::Passed, &["a"], Some(now()));
-        assert_eq!(
-            step(policy(CanarySize::Pods(1)), Some(&passed), &p, false),
-            CanaryStep::All
-        );
+        assert_eq!(one_pod_step(&passed, &p), CanaryStep::All);
     }
 
     // rule: RB-22 (a canary rollback restores only the pods the canary resized)
     #[test]
     fn a_breach_during_the_canary_restores_the_canary_pods_only() {
-        let end = now() + Duration::seconds(30);
-        let r = record(CanaryStage::Watching, &["a", "gone"], Some(end));
+        let (r, _) = watching(&["a", "gone"]);
         let p = pods(&[("a", true, true), ("b", false, false), ("c", false, false)]);
         assert_eq!(
             step(policy(CanarySize::Pods(2)), Some(&r), &p, true),
@@ -420,13 +420,9 @@ mod tests {
 
     #[test]
     fn a_canary_whose_pods_all_went_away_starts_again() {
-        let end = now() + Duration::seconds(30);
-        let r = record(CanaryStage::Watching, &["gone"], Some(end));
+        let (r, _) = watching(&["gone"]);
         let p = pods(&[("b", false, false), ("c", false, false)]);
-        assert_eq!(
-            step(policy(CanarySize::Pods(1)), Some(&r), &p, false),
-            CanaryStep::Choose(vec!["b".into()])
-        );
+        assert_eq!(one_pod_step(&r, &p), CanaryStep::Choose(vec!["b".into()]));
     }
 
     #[test]

@@ -303,18 +303,14 @@ impl Ctx<'_> {
         if !self.touches(Resource::Memory) || n < u64::from(threshold) {
             return None;
         }
-        let mut b = self.breach(
+        let nouns = ["OOM kill", "OOM kills"];
+        let b = self.breach(
             BreachReason::OomKills,
             vec![Resource::Memory],
             wk::DETAIL_OOM_KILLS,
             n.to_string(),
         );
-        let noun = if n == 1 { "OOM kill" } else { "OOM kills" };
-        b.message = format!(
-            "{n} {noun} within {} after change (threshold {threshold})",
-            self.window()
-        );
-        Some(b)
+        Some(self.counted(b, n, nouns, threshold))
     }
 
     /// RB-06, RB-07: when CPU or memory was touched; restores every touched resource.
@@ -327,18 +323,25 @@ impl Ctx<'_> {
         if restore.is_empty() || n < u64::from(threshold) {
             return None;
         }
-        let mut b = self.breach(
+        let nouns = ["container restart", "container restarts"];
+        let b = self.breach(
             BreachReason::Restarts,
             restore,
             wk::DETAIL_RESTARTS,
             n.to_string(),
         );
-        let noun = if n == 1 { "restart" } else { "restarts" };
+        Some(self.counted(b, n, nouns, threshold))
+    }
+
+    /// A breach of a counted threshold, with its message: `n` of the thing (named in the
+    /// singular and the plural) within the window.
+    fn counted(&self, mut b: Breach, n: u64, nouns: [&str; 2], threshold: u32) -> Breach {
+        let noun = if n == 1 { nouns[0] } else { nouns[1] };
         b.message = format!(
-            "{n} container {noun} within {} after change (threshold {threshold})",
+            "{n} {noun} within {} after change (threshold {threshold})",
             self.window()
         );
-        Some(b)
+        b
     }
 
     /// RB-08, RB-12, RB-14, RB-15, RB-16: when CPU was touched, from a window that starts

@@ -59,19 +59,13 @@ fn parse_plain(resource: Resource, q: &str) -> Option<i64> {
         return None;
     }
     let n: i64 = q.get(..end)?.parse().ok()?;
-    let (exp10, exp2): (i32, u32) = match q.get(end..)? {
-        "" => (0, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
+    let (exp10, exp2) = match q.get(end..)? {
+        suffix @ ("" | "m" | "k" | "M" | "G" | "Ki" | "Mi" | "Gi" | "Ti") => {
+            suffix_scale(suffix).ok()?
+        }
         _ => return None,
     };
-    let exp10 = exp10
+    let exp10 = i32::try_from(exp10).ok()?
         + match resource {
             Resource::Cpu => 3,
             Resource::Memory => 0,
@@ -156,28 +150,26 @@ fn read_decimal(digits: &str) -> Result<Number, String> {
     Ok(Number { mantissa, exp10 })
 }
 
+/// The decimal suffixes, a factor of 1000 apart, from `n` (10^-9) to `E` (10^18).
+const DECIMAL_SUFFIXES: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+
+/// The binary suffixes, a factor of 1024 apart, from `Ki` (2^10) to `Ei` (2^60).
+const BINARY_SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+
 /// The scale a suffix stands for: `(decimal exponent, binary exponent)`.
 fn suffix_scale(suffix: &str) -> Result<(i64, u32), String> {
-    let scale = match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        _ => return decimal_exponent(suffix).map(|e| (e, 0)),
-    };
-    Ok(scale)
+    let decimal = DECIMAL_SUFFIXES
+        .iter()
+        .zip((-9..).step_by(3))
+        .map(|(s, e)| (*s, (e, 0)));
+    let binary = BINARY_SUFFIXES
+        .iter()
+        .zip((10..).step_by(10))
+        .map(|(s, e)| (*s, (0, e)));
+    match decimal.chain(binary).find(|(s, _)| *s == suffix) {
+        Some((_, scale)) => Ok(scale),
+        None => decimal_exponent(suffix).map(|e| (e, 0)),
+    }
 }
 
 /// Reads an exponent suffix such as `e3`, `E-3` or `e+6`.

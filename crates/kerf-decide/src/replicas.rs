@@ -158,26 +158,26 @@ pub fn resolved_rolling_update(w: &ReplicaInput) -> Option<(i64, i64)> {
             let surge = parse(&w.max_surge, "25%")?.resolve(total, true);
             let unavailable = parse(&w.max_unavailable, "25%")?.resolve(total, false);
             // The Deployment controller's fenceposts: both 0 would never progress.
-            let unavailable = if surge == 0 && unavailable == 0 {
-                1
-            } else {
-                unavailable
-            };
-            Some((surge, unavailable))
+            Some(fencepost(surge, unavailable))
         }
         WorkloadKind::DaemonSet => {
             let total = w.desired_number_scheduled;
             let surge = parse(&w.max_surge, "0")?.resolve(total, true);
             let unavailable = parse(&w.max_unavailable, "1")?.resolve(total, true);
             // The DaemonSet controller's fencepost: both 0 makes unavailable 1.
-            let unavailable = if surge == 0 && unavailable == 0 {
-                1
-            } else {
-                unavailable
-            };
-            Some((surge, unavailable))
+            Some(fencepost(surge, unavailable))
         }
         WorkloadKind::StatefulSet => None,
+    }
+}
+
+/// The controllers' fencepost: a rolling update with both maxSurge and maxUnavailable at 0
+/// would never progress, so maxUnavailable counts as 1.
+fn fencepost(surge: i64, unavailable: i64) -> (i64, i64) {
+    if surge == 0 && unavailable == 0 {
+        (surge, 1)
+    } else {
+        (surge, unavailable)
     }
 }
 

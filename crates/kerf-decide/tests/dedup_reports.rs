@@ -26,9 +26,20 @@ fn ctx<'a>(v: &'a RecommendedValues, policy: &'a str) -> DedupContext<'a> {
     }
 }
 
-#[allow(clippy::unwrap_used)]
 fn blocked(reason: &str) -> Candidate {
-    Candidate::new(EventType::Blocked, reason, None).unwrap()
+    blocked_on(reason, None)
+}
+
+#[allow(clippy::unwrap_used)]
+fn blocked_on(reason: &str, resource: Option<Resource>) -> Candidate {
+    Candidate::new(EventType::Blocked, reason, resource).unwrap()
+}
+
+/// Reports `c` for the first time, asserting it is due, and gives the keys reported.
+fn first_report(c: &Candidate, cx: &DedupContext<'_>) -> Vec<ReportedKey> {
+    let mut reported = Vec::new();
+    assert!(evaluate(&mut reported, c, cx), "a first report is due");
+    reported
 }
 
 /// Emits if due and, as if the hub acknowledged it, records it.
@@ -87,9 +98,8 @@ fn a_report_counts_only_once_acknowledged() {
 #[test]
 fn ev_15_values_moving_by_more_than_the_tolerance_emit_again() {
     let first = values(1000, 1000);
-    let mut reported = Vec::new();
     let c = blocked("LowConfidence");
-    assert!(evaluate(&mut reported, &c, &ctx(&first, "p")));
+    let mut reported = first_report(&c, &ctx(&first, "p"));
     // 4.9 % is within the tolerance.
     let small = values(1049, 1000);
     assert!(!evaluate(&mut reported, &c, &ctx(&small, "p")));
@@ -203,9 +213,8 @@ fn limits_and_removed_limits_read_as_quantities_in_status() {
 #[test]
 fn ev_17_a_policy_change_emits_once_more() {
     let v = values(300, 300);
-    let mut reported = Vec::new();
     let c = blocked("Cooldown");
-    assert!(evaluate(&mut reported, &c, &ctx(&v, "hash-1")));
+    let mut reported = first_report(&c, &ctx(&v, "hash-1"));
     assert!(evaluate(&mut reported, &c, &ctx(&v, "hash-2")));
     assert!(!evaluate(&mut reported, &c, &ctx(&v, "hash-2")));
 }
@@ -214,10 +223,10 @@ fn ev_17_a_policy_change_emits_once_more() {
 #[test]
 fn ev_18_applied_rolled_back_or_released_starts_over() {
     let v = values(300, 300);
-    let mut reported = Vec::new();
     let c = blocked("Cooldown");
-    assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
-    reported = reset();
+    let reported = first_report(&c, &ctx(&v, "p"));
+    assert!(!should_emit(&reported, &c, &ctx(&v, "p")));
+    let mut reported = reset();
     assert!(evaluate(&mut reported, &c, &ctx(&v, "p")));
 }
 
@@ -227,30 +236,20 @@ fn ev_19_per_resource_blocks_are_keyed_per_resource() {
     let v = values(300, 300);
     let cx = ctx(&v, "p");
     let mut reported = Vec::new();
-    let cpu = Candidate::new(EventType::Blocked, "Throttled", Some(Resource::Cpu)).unwrap();
-    let mem = Candidate::new(EventType::Blocked, "OOMKilled", Some(Resource::Memory)).unwrap();
-    let rpr_mem = Candidate::new(
-        EventType::Blocked,
-        "RestartPolicyRequired",
-        Some(Resource::Memory),
-    )
-    .unwrap();
+    let cpu = blocked_on("Throttled", Some(Resource::Cpu));
+    let mem = blocked_on("OOMKilled", Some(Resource::Memory));
+    let rpr_mem = blocked_on("RestartPolicyRequired", Some(Resource::Memory));
     assert!(evaluate(&mut reported, &cpu, &cx));
     assert!(evaluate(&mut reported, &mem, &cx));
     assert!(evaluate(&mut reported, &rpr_mem, &cx));
     assert!(!evaluate(&mut reported, &cpu, &cx));
     assert!(!evaluate(&mut reported, &mem, &cx));
     assert!(!evaluate(&mut reported, &rpr_mem, &cx));
-    let rpr_cpu = Candidate::new(
-        EventType::Blocked,
-        "RestartPolicyRequired",
-        Some(Resource::Cpu),
-    )
-    .unwrap();
+    let rpr_cpu = blocked_on("RestartPolicyRequired", Some(Resource::Cpu));
     assert!(evaluate(&mut reported, &rpr_cpu, &cx));
     assert_eq!(reported.iter().filter(|k| k.resource.is_some()).count(), 4);
     // A whole-workload reason drops the resource from its key.
-    let whole = Candidate::new(EventType::Blocked, "Cooldown", Some(Resource::Cpu)).unwrap();
+    let whole = blocked_on("Cooldown", Some(Resource::Cpu));
     assert_eq!(whole.resource, None);
 }
 

@@ -103,9 +103,8 @@ fn gr_48_out_of_range_percentiles_are_named_and_every_recommendation_is_stale() 
         Layer::HubCluster,
         "recommendation: {cpuPercentile: 150, memoryPercentile: 0, headroomPercent: 5000}",
     );
-    let fields = problem_fields(&ep);
     assert_eq!(
-        fields,
+        problem_fields(&ep),
         [
             ("recommendation.cpuPercentile", Layer::HubCluster, "150"),
             ("recommendation.memoryPercentile", Layer::HubCluster, "0"),
@@ -140,6 +139,11 @@ fn gr_48_out_of_range_percentiles_are_named_and_every_recommendation_is_stale() 
     );
 }
 
+/// The reason `decide()` gives for the fixture's facts under `ep`.
+fn reason_on_fixture(ep: &EffectivePolicy) -> &'static str {
+    decide(&fixture::facts(), ep, fixture::now()).reason()
+}
+
 // rule: AP-29, AP-33
 #[test]
 fn ap_33_a_bad_maintenance_schedule_is_named_and_the_window_is_closed() {
@@ -167,8 +171,10 @@ fn ap_33_a_bad_maintenance_schedule_is_named_and_the_window_is_closed() {
     assert!(ep.problems[1].message.contains("counts as closed"));
     // At 12:00 UTC the first window would be open if its zone were UTC; invalid, it is
     // closed.
-    let d = decide(&fixture::facts(), &ep, fixture::now());
-    assert_eq!(d.reason(), wk::REASON_OUTSIDE_MAINTENANCE_WINDOW);
+    assert_eq!(
+        reason_on_fixture(&ep),
+        wk::REASON_OUTSIDE_MAINTENANCE_WINDOW
+    );
 }
 
 // rule: AP-30, AP-39
@@ -186,8 +192,7 @@ fn ap_39_a_bad_freeze_time_zone_from_the_hub_is_named_and_the_window_is_open() {
         ep.problems
     );
     assert!(p.is_some_and(|p| p.message.contains("counts as open")));
-    let d = decide(&fixture::facts(), &ep, fixture::now());
-    assert_eq!(d.reason(), wk::REASON_FREEZE_WINDOW);
+    assert_eq!(reason_on_fixture(&ep), wk::REASON_FREEZE_WINDOW);
 }
 
 // A canary past the CRD schema never holds back less than a good one would.

@@ -1,20 +1,16 @@
 //! What a rollback restores and records.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+mod health_support;
+
+use chrono::Duration;
+use health_support::{in_place, t0, thresholds};
 use kerf_api::policy::Strategy;
 use kerf_api::rsr::{ChangeRecord, ChangeState, ContainerChange, EventIds, HpaChange, HpaOrder};
 use kerf_api::wellknown as wk;
 use kerf_api::{Quantity, Resource, ResourceRequirements, ResourceValues};
-use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::health::{
-    BreachReason, Counts, HealthVerdict, Thresholds, WatchState, evaluate, restore_hpa,
-    restore_values, rollback_record,
+    BreachReason, Counts, HealthVerdict, evaluate, restore_hpa, restore_values, rollback_record,
 };
-
-#[allow(clippy::unwrap_used)]
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
-}
 
 fn values(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
     ResourceValues {
@@ -117,14 +113,7 @@ fn rb_24_the_hpa_target_goes_back_with_cpu() {
 // rule: RB-25, RB-34
 #[test]
 fn the_rollback_record_names_reason_resources_and_change() {
-    let watch = WatchState {
-        start: t0(),
-        strategy: Strategy::InPlace,
-        rollout_completed_at: None,
-        watch_duration: Duration::minutes(30),
-        rolled_back: false,
-    };
-    let th = Thresholds::from_policy(&EffectivePolicy::builtin(), Duration::minutes(2));
+    let (watch, th) = (in_place(), thresholds());
     let counts = Counts {
         oom_kills: 0,
         restarts: 3,

@@ -1,20 +1,16 @@
 //! The throttling signal's sources: the PromQL text and the cAdvisor fallback.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+mod health_support;
+
+use chrono::Duration;
+use health_support::{in_place, t0, thresholds};
 use kerf_api::Resource;
-use kerf_api::policy::Strategy;
-use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::health::cadvisor::sample_from_scrapes;
 use kerf_decide::health::{
-    BreachReason, CadvisorError, CfsCounters, CfsKey, Counts, HealthVerdict, PodMatch, Thresholds,
-    WatchState, evaluate, parse_cadvisor, throttling_queries, throttling_window,
+    BreachReason, CadvisorError, CfsCounters, CfsKey, Counts, HealthVerdict, PodMatch, evaluate,
+    parse_cadvisor, throttling_queries, throttling_window,
 };
 use proptest::prelude::*;
-
-#[allow(clippy::unwrap_used)]
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
-}
 
 // rule: RB-12, RB-13
 #[test]
@@ -98,14 +94,7 @@ fn rb_17_cadvisor_fallback_measures_throttling() {
     assert_eq!((s.periods, s.throttled_periods), (600, 190));
 
     // The sample drives a rollback like a PromQL one.
-    let watch = WatchState {
-        start: t0(),
-        strategy: Strategy::InPlace,
-        rollout_completed_at: None,
-        watch_duration: Duration::minutes(30),
-        rolled_back: false,
-    };
-    let th = Thresholds::from_policy(&EffectivePolicy::builtin(), Duration::minutes(2));
+    let (watch, th) = (in_place(), thresholds());
     let v = evaluate(
         &watch,
         &[Resource::Cpu],

@@ -1,34 +1,18 @@
 //! The health watch verdicts: thresholds, signals, what each restores, when the watch ends.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+mod health_support;
+
+use chrono::{DateTime, Duration, Utc};
+use health_support::{in_place, t0, thresholds};
 use kerf_api::Resource;
 use kerf_api::policy::Strategy;
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{EffectivePolicy, Ratio};
 use kerf_decide::health::{
-    Breach, BreachReason, Counts, HealthVerdict, Thresholds, ThrottlingSample, WatchState, evaluate,
+    Breach, BreachReason, Counts, HealthVerdict, Thresholds, ThrottlingSample, evaluate,
 };
 
 const BOTH: [Resource; 2] = [Resource::Cpu, Resource::Memory];
-
-#[allow(clippy::unwrap_used)]
-fn start() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).unwrap()
-}
-
-fn in_place() -> WatchState {
-    WatchState {
-        start: start(),
-        strategy: Strategy::InPlace,
-        rollout_completed_at: None,
-        watch_duration: Duration::minutes(30),
-        rolled_back: false,
-    }
-}
-
-fn thresholds() -> Thresholds {
-    Thresholds::from_policy(&EffectivePolicy::builtin(), Duration::minutes(2))
-}
 
 fn counts(oom_kills: u64, restarts: u64) -> Counts {
     Counts {
@@ -47,7 +31,7 @@ fn sample(periods: u64, throttled: u64, window_start: DateTime<Utc>) -> Throttli
 }
 
 fn at(minutes: i64) -> DateTime<Utc> {
-    start() + Duration::minutes(minutes)
+    t0() + Duration::minutes(minutes)
 }
 
 fn run(

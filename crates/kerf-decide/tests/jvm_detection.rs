@@ -15,41 +15,26 @@ fn container(image: &str, command: &[&str], args: &[&str], env: &[(&str, &str)])
     }
 }
 
+/// An `app` image container started with `command` and `args`.
+fn app_cmd(command: &[&str], args: &[&str]) -> ContainerView {
+    container("registry/app:1", command, args, &[])
+}
+
+/// An `app` image container with the one variable `name` set to `value`.
+fn app_env(name: &str, value: &str) -> ContainerView {
+    container("registry/app:1", &[], &[], &[(name, value)])
+}
+
 // rule: EV-35
 #[test]
 fn ev_35_a_fixed_heap_is_found_in_command_args_and_option_variables() {
     let cases = [
-        container(
-            "registry/app:1",
-            &["java", "-Xmx512m", "-jar", "app.jar"],
-            &[],
-            &[],
-        ),
-        container(
-            "registry/app:1",
-            &["/bin/sh", "-c"],
-            &["exec java -Xmx1g -jar /app.jar"],
-            &[],
-        ),
-        container("registry/app:1", &[], &["-XX:MaxHeapSize=1g"], &[]),
-        container(
-            "registry/app:1",
-            &[],
-            &[],
-            &[("JAVA_TOOL_OPTIONS", "-XX:+UseG1GC -Xmx768m")],
-        ),
-        container(
-            "registry/app:1",
-            &[],
-            &[],
-            &[("JDK_JAVA_OPTIONS", "-Xmx2g")],
-        ),
-        container(
-            "registry/app:1",
-            &[],
-            &[],
-            &[("JAVA_OPTS", "-XX:MaxHeapSize=512m")],
-        ),
+        app_cmd(&["java", "-Xmx512m", "-jar", "app.jar"], &[]),
+        app_cmd(&["/bin/sh", "-c"], &["exec java -Xmx1g -jar /app.jar"]),
+        app_cmd(&[], &["-XX:MaxHeapSize=1g"]),
+        app_env("JAVA_TOOL_OPTIONS", "-XX:+UseG1GC -Xmx768m"),
+        app_env("JDK_JAVA_OPTIONS", "-Xmx2g"),
+        app_env("JAVA_OPTS", "-XX:MaxHeapSize=512m"),
     ];
     for c in &cases {
         assert!(fixed_heap(c), "{c:?}");
@@ -64,7 +49,7 @@ fn ev_35_a_fixed_heap_is_found_in_command_args_and_option_variables() {
             &[],
             &[],
         ),
-        container("registry/app:1", &[], &[], &[("OTHER_OPTS", "-Xmx1g")]),
+        app_env("OTHER_OPTS", "-Xmx1g"),
     ];
     for c in &not_fixed {
         assert!(!fixed_heap(c), "{c:?}");
@@ -74,7 +59,7 @@ fn ev_35_a_fixed_heap_is_found_in_command_args_and_option_variables() {
 // rule: EV-36
 #[test]
 fn ev_36_the_hub_flag_marks_a_fixed_heap() {
-    let plain = container("registry/app:1", &["/app"], &[], &[]);
+    let plain = app_cmd(&["/app"], &[]);
     let r = detect(&[ContainerFlag::JvmFixedHeap], &plain);
     assert_eq!(
         r,
@@ -98,7 +83,7 @@ fn hub_flags_decide_the_runtime_over_the_heuristic() {
             fixed_heap: false
         }
     );
-    let plain = container("registry/app:1", &["/app"], &[], &[]);
+    let plain = app_cmd(&["/app"], &[]);
     assert_eq!(
         detect(&[ContainerFlag::Jvm], &plain),
         Runtime {
@@ -123,24 +108,9 @@ fn the_heuristic_recognises_jvms() {
         ),
         container("amazoncorretto:21", &[], &[], &[]),
         container("registry:5000/team/tomcat:10", &[], &[], &[]),
-        container(
-            "registry/app:1",
-            &["/usr/bin/java"],
-            &["-cp", "x", "Main"],
-            &[],
-        ),
-        container(
-            "registry/app:1",
-            &["/bin/sh"],
-            &["-c", "exec app -javaagent:/otel.jar"],
-            &[],
-        ),
-        container(
-            "registry/app:1",
-            &[],
-            &[],
-            &[("JAVA_TOOL_OPTIONS", "-XX:+UseZGC")],
-        ),
+        app_cmd(&["/usr/bin/java"], &["-cp", "x", "Main"]),
+        app_cmd(&["/bin/sh"], &["-c", "exec app -javaagent:/otel.jar"]),
+        app_env("JAVA_TOOL_OPTIONS", "-XX:+UseZGC"),
     ];
     for c in &jvms {
         let r = detect(&[], c);
@@ -153,9 +123,9 @@ fn the_heuristic_recognises_jvms() {
 fn the_heuristic_recognises_python() {
     let pythons = [
         container("python:3.12-slim", &[], &[], &[]),
-        container("registry/app:1", &["python3", "-m", "app"], &[], &[]),
-        container("registry/app:1", &["/usr/local/bin/python3.11"], &[], &[]),
-        container("registry/app:1", &["gunicorn"], &["app:wsgi"], &[]),
+        app_cmd(&["python3", "-m", "app"], &[]),
+        app_cmd(&["/usr/local/bin/python3.11"], &[]),
+        app_cmd(&["gunicorn"], &["app:wsgi"]),
         container("pypy:3.10", &[], &[], &[]),
     ];
     for c in &pythons {

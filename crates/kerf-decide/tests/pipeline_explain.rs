@@ -39,23 +39,17 @@ fn explain_shows_values_and_thresholds() {
             .iter()
             .all(|s| s.verdict == Verdict::Pass && !s.decisive)
     );
-    let learning = e
-        .steps
-        .iter()
-        .find(|s| s.check == Check::LearningPeriod)
-        .unwrap();
+    let shown = |check| {
+        let step = e.steps.iter().find(|s| s.check == check).unwrap();
+        (step.value.clone(), step.threshold.clone())
+    };
     assert_eq!(
-        (learning.value.as_str(), learning.threshold.as_str()),
-        ("240h", "168h")
+        shown(Check::LearningPeriod),
+        ("240h".to_owned(), "168h".to_owned())
     );
-    let confidence = e
-        .steps
-        .iter()
-        .find(|s| s.check == Check::Confidence)
-        .unwrap();
     assert_eq!(
-        (confidence.value.as_str(), confidence.threshold.as_str()),
-        ("0.9", "0.7")
+        shown(Check::Confidence),
+        ("0.9".to_owned(), "0.7".to_owned())
     );
     assert_eq!(e.next_change_at, Some(now()));
 }

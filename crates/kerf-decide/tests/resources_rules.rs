@@ -253,34 +253,14 @@ fn gr_29_a_refusal_takes_out_only_the_refused_resource() {
 #[test]
 fn rb_32_after_an_oom_rollback_memory_decreases_wait_for_the_cooldown() {
     let mut f = with_rec("250m", "128Mi");
-    let to = ResourceValues {
-        cpu: None,
-        memory: q("100Mi"),
-    };
-    rolled_back(
-        &mut f,
-        Duration::minutes(23 * 60 + 55),
-        wk::REASON_OOM_KILLS,
-        &[Resource::Memory],
-        to,
-    );
+    oom_rolled_back(&mut f, Duration::minutes(23 * 60 + 55), "100Mi");
     let d = run(&f);
     assert_eq!(apply(&d).resources, vec![Resource::Cpu]);
     assert_eq!(
         reports(&d, wk::REASON_COOLDOWN),
         vec![(Resource::Memory, Some("app".into()))]
     );
-    let to = ResourceValues {
-        cpu: None,
-        memory: q("100Mi"),
-    };
-    rolled_back(
-        &mut f,
-        Duration::hours(25),
-        wk::REASON_OOM_KILLS,
-        &[Resource::Memory],
-        to,
-    );
+    oom_rolled_back(&mut f, Duration::hours(25), "100Mi");
     assert_eq!(
         apply(&run(&f)).resources,
         vec![Resource::Cpu, Resource::Memory]

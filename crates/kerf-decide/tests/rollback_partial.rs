@@ -56,17 +56,7 @@ fn rb_31_a_rolled_back_recommendation_does_not_go_in_again_for_a_resource_its_ch
     // the rollback cleared the live values, so CPU reads as the template's 500m again.
     let mut f = facts();
     f.recommendation.containers[0] = recommendation("250m", "128Mi");
-    let to = ResourceValues {
-        cpu: None,
-        memory: q("128Mi"),
-    };
-    rolled_back(
-        &mut f,
-        Duration::hours(30),
-        wk::REASON_OOM_KILLS,
-        &[Resource::Memory],
-        to,
-    );
+    oom_rolled_back(&mut f, Duration::hours(30), "128Mi");
     let same = f.recommendation.recommendation_id.clone();
     if let Some(c) = f.state.change.as_mut() {
         c.recommendation_id = same;

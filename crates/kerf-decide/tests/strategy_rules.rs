@@ -26,11 +26,25 @@ fn sticky(f: &mut Facts, configured: Strategy) {
     });
 }
 
+/// The policy with the rollout strategy.
+fn rollout_policy() -> EffectivePolicy {
+    let mut p = policy();
+    set_strategy(&mut p, Strategy::Rollout);
+    p
+}
+
+/// Asserts the change is blocked as unsafe for a single replica.
+fn assert_single_replica_unsafe(f: &Facts, p: &EffectivePolicy) {
+    assert_eq!(
+        decide(f, p, now()).reason(),
+        wk::REASON_SINGLE_REPLICA_UNSAFE
+    );
+}
+
 // rule: AP-01
 #[test]
 fn ap_01_the_policy_sets_the_strategy() {
-    let mut p = policy();
-    set_strategy(&mut p, Strategy::Rollout);
+    let p = rollout_policy();
     assert_eq!(strategy_of(&facts(), &p), Strategy::Rollout);
 }
 
@@ -136,17 +150,13 @@ fn ap_45_a_pdb_allowing_no_disruption_makes_a_workload_single_replica() {
         max_unavailable: None,
         expected_pods: 3,
     }];
-    assert_eq!(
-        decide(&f, &policy(), now()).reason(),
-        wk::REASON_SINGLE_REPLICA_UNSAFE
-    );
+    assert_single_replica_unsafe(&f, &policy());
 }
 
 // rule: AP-48
 #[test]
 fn ap_48_a_single_replica_rollout_needs_surge_and_no_unavailability() {
-    let mut p = policy();
-    set_strategy(&mut p, Strategy::Rollout);
+    let p = rollout_policy();
     let mut f = facts();
     f.workload.replicas = ReplicaInput {
         replicas: Some(1),
@@ -159,30 +169,22 @@ fn ap_48_a_single_replica_rollout_needs_surge_and_no_unavailability() {
     );
     f.workload.replicas.max_surge = Some("0".into());
     f.workload.replicas.max_unavailable = Some("1".into());
-    assert_eq!(
-        decide(&f, &p, now()).reason(),
-        wk::REASON_SINGLE_REPLICA_UNSAFE
-    );
+    assert_single_replica_unsafe(&f, &p);
 }
 
 // rule: AP-49
 #[test]
 fn ap_49_a_recreate_deployment_never_qualifies() {
-    let mut p = policy();
-    set_strategy(&mut p, Strategy::Rollout);
+    let p = rollout_policy();
     let mut f = facts();
     single_replica_recreate(&mut f);
-    assert_eq!(
-        decide(&f, &p, now()).reason(),
-        wk::REASON_SINGLE_REPLICA_UNSAFE
-    );
+    assert_single_replica_unsafe(&f, &p);
 }
 
 // rule: AP-50
 #[test]
 fn ap_50_a_statefulset_never_qualifies() {
-    let mut p = policy();
-    set_strategy(&mut p, Strategy::Rollout);
+    let p = rollout_policy();
     let mut f = facts();
     f.workload.kind = WorkloadKind::StatefulSet;
     f.workload.replicas = ReplicaInput {
@@ -190,17 +192,13 @@ fn ap_50_a_statefulset_never_qualifies() {
         replicas: Some(1),
         ..ReplicaInput::default()
     };
-    assert_eq!(
-        decide(&f, &p, now()).reason(),
-        wk::REASON_SINGLE_REPLICA_UNSAFE
-    );
+    assert_single_replica_unsafe(&f, &p);
 }
 
 // rule: AP-51
 #[test]
 fn ap_51_allow_disruption_lifts_single_replica_unsafe() {
-    let mut p = policy();
-    set_strategy(&mut p, Strategy::Rollout);
+    let mut p = rollout_policy();
     p.allow_disruption = true;
     let mut f = facts();
     single_replica_recreate(&mut f);

@@ -180,6 +180,21 @@ mod tests {
         assert_eq!(waits, [ms(0), ms(0), ms(0), ms(100), ms(200), ms(300)]);
     }
 
+    /// Asserts no window of one second from a write holds more than `most` of the
+    /// (sorted) times `sent`.
+    fn assert_at_most_per_second(sent: &[Duration], most: usize) {
+        for (i, start) in sent.iter().enumerate() {
+            let within = sent[i..]
+                .iter()
+                .take_while(|t| **t < *start + Duration::from_secs(1))
+                .count();
+            assert!(
+                within <= most,
+                "{within} writes in one second from {start:?}"
+            );
+        }
+    }
+
     #[test]
     fn no_window_of_one_second_holds_more_than_burst_plus_rate() {
         let mut b = Bucket::new(rate(5, 4));
@@ -192,16 +207,7 @@ mod tests {
             .collect();
         let mut sorted = sent.clone();
         sorted.sort();
-        for (i, start) in sorted.iter().enumerate() {
-            let within = sorted[i..]
-                .iter()
-                .take_while(|t| **t < *start + Duration::from_secs(1))
-                .count();
-            assert!(
-                within <= 4 + 5,
-                "{within} writes in one second from {start:?}"
-            );
-        }
+        assert_at_most_per_second(&sorted, 4 + 5);
         let last = sorted.last().copied().unwrap_or_default();
         // 4 at once, then 5 a second: the 1,000th goes out after 199.2 s.
         assert_eq!(last, Duration::from_millis(199_200));
@@ -261,16 +267,7 @@ mod tests {
                 }
             }
         }
-        for (i, start) in sent.iter().enumerate() {
-            let within = sent[i..]
-                .iter()
-                .take_while(|x| **x < *start + Duration::from_secs(1))
-                .count();
-            assert!(
-                within <= 2 + 5,
-                "{within} writes in one second from {start:?}"
-            );
-        }
+        assert_at_most_per_second(&sent, 2 + 5);
         assert!(
             sent.len() >= 95,
             "the rate is used: {} writes in 20 s",

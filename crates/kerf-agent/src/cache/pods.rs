@@ -661,22 +661,19 @@ mod tests {
     #[test]
     fn a_relist_notifies_only_pods_that_came_went_or_changed_and_keeps_owners_by_name() {
         let mut index = PodIndex::default();
-        let mut changes = ChangeSet::new();
-        index.replace(
-            vec![
-                pod("web-abc12-b", "1", "100m"),
-                pod("web-abc12-a", "1", "100m"),
-            ],
-            &mut changes,
-        );
-        let mut changes = ChangeSet::new();
-        index.replace(
-            vec![
-                pod("web-abc12-b", "5", "100m"),
-                pod("web-abc12-a", "6", "100m"),
-            ],
-            &mut changes,
-        );
+        // Lists pods b and a at the given resourceVersions, with the same request.
+        let relist = |index: &mut PodIndex, versions: [&str; 2]| {
+            let mut changes = ChangeSet::new();
+            let pods = ["web-abc12-b", "web-abc12-a"]
+                .into_iter()
+                .zip(versions)
+                .map(|(name, version)| pod(name, version, "100m"))
+                .collect();
+            index.replace(pods, &mut changes);
+            changes
+        };
+        relist(&mut index, ["1", "1"]);
+        let mut changes = relist(&mut index, ["5", "6"]);
         assert!(changes.is_empty(), "{changes:?}");
         let names: Vec<String> = index
             .owned_by("a", "ReplicaSet", "web-abc12")

@@ -153,19 +153,12 @@ pub enum HpaError {
     },
 }
 
-super::metrics::action_error!(HpaError);
-
-impl HpaError {
-    /// A short, bounded label for metrics and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            HpaError::Invalid { .. } => "invalid",
-            HpaError::NotFound { .. } => "not_found",
-            HpaError::Forbidden { .. } => "forbidden",
-            HpaError::Transient { .. } => "transient",
-        }
-    }
-}
+super::metrics::action_error!(HpaError {
+    Invalid => "invalid",
+    NotFound => "not_found",
+    Forbidden => "forbidden",
+    Transient => "transient",
+});
 
 /// Writes `new` as the target at `index` if it still is `old`, under `kerf-hpa`. The
 /// restore on rollback or on leaving auto-patch is the same call with the values swapped

@@ -50,9 +50,19 @@ pub trait ActionError: std::fmt::Display {
     fn category(&self) -> &'static str;
 }
 
-/// Implements [`ActionError`] for an error type through its own `category()`.
+/// Gives an error type its `category()`, one label a variant, and implements
+/// [`ActionError`] through it.
 macro_rules! action_error {
-    ($error:ty) => {
+    ($error:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
+        impl $error {
+            /// A short, bounded label for metrics and logs.
+            pub fn category(&self) -> &'static str {
+                match self {
+                    $($error::$variant { .. } => $label,)+
+                }
+            }
+        }
+
         impl $crate::executor::metrics::ActionError for $error {
             fn category(&self) -> &'static str {
                 <$error>::category(self)

@@ -253,17 +253,10 @@ pub enum EvictError {
     },
 }
 
-super::metrics::action_error!(EvictError);
-
-impl EvictError {
-    /// A short, bounded label for metrics and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            EvictError::Forbidden { .. } => "forbidden",
-            EvictError::Transient { .. } => "transient",
-        }
-    }
-}
+super::metrics::action_error!(EvictError {
+    Forbidden => "forbidden",
+    Transient => "transient",
+});
 
 /// The body of a policy/v1 Eviction of `pod`.
 pub fn eviction_body(namespace: &str, pod: &str) -> serde_json::Value {

@@ -99,23 +99,18 @@ pub enum ResizeError {
     },
 }
 
-super::metrics::action_error!(ResizeError);
+super::metrics::action_error!(ResizeError {
+    Infeasible => "infeasible",
+    Forbidden => "forbidden",
+    NoResizeSubresource => "no_resize_subresource",
+    Invalid => "invalid",
+    Conflict => "conflict",
+    PodGone => "pod_gone",
+    NothingToSend => "nothing_to_send",
+    Transient => "transient",
+});
 
 impl ResizeError {
-    /// A short, bounded label for metrics and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            ResizeError::Infeasible { .. } => "infeasible",
-            ResizeError::Forbidden { .. } => "forbidden",
-            ResizeError::NoResizeSubresource { .. } => "no_resize_subresource",
-            ResizeError::Invalid { .. } => "invalid",
-            ResizeError::Conflict { .. } => "conflict",
-            ResizeError::PodGone { .. } => "pod_gone",
-            ResizeError::NothingToSend { .. } => "nothing_to_send",
-            ResizeError::Transient { .. } => "transient",
-        }
-    }
-
     /// Whether the resize is tried again later with backoff (and ends `failed ResizeError`
     /// once the retries are spent, rule EV-13).
     pub fn is_retryable(&self) -> bool {

@@ -101,22 +101,17 @@ pub enum ApplyError {
     },
 }
 
-super::metrics::action_error!(ApplyError);
+super::metrics::action_error!(ApplyError {
+    NotFound => "not_found",
+    Replaced => "replaced",
+    NothingToApply => "nothing_to_apply",
+    Conflict => "conflict",
+    Invalid => "invalid",
+    Forbidden => "forbidden",
+    Transient => "transient",
+});
 
 impl ApplyError {
-    /// A short, bounded label for metrics and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            ApplyError::NotFound { .. } => "not_found",
-            ApplyError::Replaced { .. } => "replaced",
-            ApplyError::NothingToApply => "nothing_to_apply",
-            ApplyError::Conflict { .. } => "conflict",
-            ApplyError::Invalid { .. } => "invalid",
-            ApplyError::Forbidden { .. } => "forbidden",
-            ApplyError::Transient { .. } => "transient",
-        }
-    }
-
     /// Whether the same call may succeed later.
     pub fn is_retryable(&self) -> bool {
         matches!(

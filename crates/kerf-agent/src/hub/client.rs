@@ -37,6 +37,37 @@ struct Gate {
     not_before: Option<Instant>,
 }
 
+/// One request to the hub: the endpoint, the method, the JSON body and `If-None-Match`.
+#[derive(Clone)]
+struct Request<'a> {
+    endpoint: HubEndpoint,
+    method: Method,
+    body: Option<Vec<u8>>,
+    etag: Option<&'a str>,
+}
+
+impl<'a> Request<'a> {
+    fn get(endpoint: HubEndpoint, etag: Option<&'a str>) -> Self {
+        let (method, body) = (Method::GET, None);
+        Request {
+            endpoint,
+            method,
+            body,
+            etag,
+        }
+    }
+
+    fn with_body(endpoint: HubEndpoint, method: Method, body: Vec<u8>) -> Self {
+        let (body, etag) = (Some(body), None);
+        Request {
+            endpoint,
+            method,
+            body,
+            etag,
+        }
+    }
+}
+
 struct Answer {
     status: StatusCode,
     etag: Option<String>,
@@ -121,9 +152,7 @@ impl HubClient {
             let s = self.state.borrow();
             s.last_good_recommendations.as_ref().and(s.etag.clone())
         };
-        let answer = self
-            .call(endpoint, Method::GET, None, etag.as_deref())
-            .await?;
+        let answer = self.call(Request::get(endpoint, etag.as_deref())).await?;
         let now = self.clock.now();
         let stale = self.cfg.stale_after;
         if answer.status == StatusCode::NOT_MODIFIED {
@@ -163,7 +192,7 @@ impl HubClient {
     /// again only moves its fetch time.
     pub async fn fetch_config(&self) -> Result<Fetch, HubClientError> {
         let endpoint = HubEndpoint::Config;
-        let answer = self.call(endpoint, Method::GET, None, None).await?;
+        let answer = self.call(Request::get(endpoint, None)).await?;
         let config: ClusterConfig = decode(endpoint, &answer.body)?;
         let now = self.clock.now();
         let stale = self.cfg.stale_after;
@@ -185,7 +214,8 @@ impl HubClient {
     pub async fn put_inventory(&self, inventory: &Inventory) -> Result<(), HubClientError> {
         let endpoint = HubEndpoint::Inventory;
         let body = encode(endpoint, inventory)?;
-        self.call(endpoint, Method::PUT, Some(body), None).await?;
+        self.call(Request::with_body(endpoint, Method::PUT, body))
+            .await?;
         Ok(())
     }
 
@@ -202,24 +232,17 @@ impl HubClient {
             },
         )?;
         let answer = self
-            .attempt(endpoint, Method::POST, Some(body), None)
+            .attempt(Request::with_body(endpoint, Method::POST, body))
             .await?;
         decode(endpoint, &answer.body)
     }
 
     /// One request with retries of transient failures, honouring `Retry-After`.
-    async fn call(
-        &self,
-        endpoint: HubEndpoint,
-        method: Method,
-        body: Option<Vec<u8>>,
-        etag: Option<&str>,
-    ) -> Result<Answer, HubClientError> {
+    async fn call(&self, request: Request<'_>) -> Result<Answer, HubClientError> {
+        let endpoint = request.endpoint;
         let mut backoff = Backoff::new(self.cfg.backoff_base, self.cfg.backoff_max);
         loop {
-            let result = self
-                .attempt(endpoint, method.clone(), body.clone(), etag)
-                .await;
+            let result = self.attempt(request.clone()).await;
             match result {
                 Err(e) if e.is_transient() && backoff.attempts() + 1 < self.cfg.attempts => {
                     let wait = backoff
@@ -260,13 +283,13 @@ impl HubClient {
         }
     }
 
-    async fn attempt(
-        &self,
-        endpoint: HubEndpoint,
-        method: Method,
-        body: Option<Vec<u8>>,
-        etag: Option<&str>,
-    ) -> Result<Answer, HubClientError> {
+    async fn attempt(&self, request: Request<'_>) -> Result<Answer, HubClientError> {
+        let Request {
+            endpoint,
+            method,
+            body,
+            etag,
+        } = request;
         let (token, version) = self.token.current(false).map_err(HubClientError::Token)?;
         self.gated(endpoint, version)?;
         let mut req = self

@@ -4,7 +4,6 @@
 //! from the intent in status and the live state, so a resumed change sends nothing twice.
 
 use kerf_api::Strategy;
-use kerf_api::event::{Event, EventType};
 use kerf_api::rsr::{
     CanaryRecord, CanaryStage, ChangeProgress, ChangeRecord, ChangeState, HpaOrder, LiveContainer,
     LiveValues, RightsizingRecommendationStatus, StrategyStatus, WatchStatus,
@@ -537,15 +536,7 @@ async fn refuse(
     if let Some(ch) = s.change.as_mut() {
         ch.state = ChangeState::RolledBack;
     }
-    let mut e = Event::new(
-        uuid::Uuid::new_v4(),
-        EventType::Blocked,
-        c.now,
-        event_workload(&c.workload),
-        wk::REASON_SINGLE_REPLICA_UNSAFE,
-    )
-    .with_message(message);
-    e.recommendation_id = Some(change.recommendation_id.clone());
+    let mut e = c.blocked_event(&change, wk::REASON_SINGLE_REPLICA_UNSAFE, message);
     e.details.insert(
         wk::DETAIL_FALLBACK_REASON.to_owned(),
         fallback_reason.to_owned(),

@@ -91,13 +91,7 @@ pub async fn write_due(
     if h.order != order || h.written || h.from == h.to {
         return Ok(());
     }
-    let done = write_target(c, &h, h.from, h.to).await?;
-    if done != TargetWrite::LeftAlone
-        && let Some(hpa) = s.change.as_mut().and_then(|ch| ch.hpa.as_mut())
-    {
-        hpa.written = true;
-    }
-    Ok(())
+    write_and_note(s, c, &h, true).await
 }
 
 /// Writes the old target back when a change leaves auto-patch (D22, RB-24).
@@ -111,11 +105,27 @@ pub async fn restore(
     if !h.written {
         return Ok(());
     }
-    let done = write_target(c, &h, h.to, h.from).await?;
+    write_and_note(s, c, &h, false).await
+}
+
+/// Writes the change's target (`written`) or the old one back, and notes in the change
+/// which one stands unless the HPA was left alone.
+async fn write_and_note(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    h: &HpaChange,
+    written: bool,
+) -> Result<(), ActError> {
+    let (old, new) = if written {
+        (h.from, h.to)
+    } else {
+        (h.to, h.from)
+    };
+    let done = write_target(c, h, old, new).await?;
     if done != TargetWrite::LeftAlone
         && let Some(hpa) = s.change.as_mut().and_then(|ch| ch.hpa.as_mut())
     {
-        hpa.written = false;
+        hpa.written = written;
     }
     Ok(())
 }

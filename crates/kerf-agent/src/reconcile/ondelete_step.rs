@@ -10,14 +10,13 @@
 //! `blocked PodDisruptionBudget` with `details.pod` once per change and pod, and the pod
 //! is tried again [`REFUSAL_RETRY`] later.
 
-use kerf_api::event::{Event, EventType};
 use kerf_api::rsr::RightsizingRecommendationStatus;
 use kerf_api::wellknown as wk;
 use kerf_decide::pass::Outdated;
 
 use super::memory::Attempts;
 use super::pass::{Pass, is_on_delete};
-use super::step::{ActError, StepResult, event_workload};
+use super::step::{ActError, StepResult};
 use crate::cache::PodInfo;
 use crate::executor::ondelete::{
     self, EvictOutcome, OnDeleteInput, OnDeletePlan, StsPod, WaitReason, evict_pod,
@@ -111,15 +110,9 @@ pub async fn evict(
                     .refused_evictions
                     .insert((change.id.clone(), pod.clone()))
                 {
-                    let mut e = Event::new(
-                        uuid::Uuid::new_v4(),
-                        EventType::Blocked,
-                        c.now,
-                        event_workload(&c.workload),
-                        wk::REASON_POD_DISRUPTION_BUDGET,
-                    )
-                    .with_message(&format!("eviction of pod {pod} refused: {message}"));
-                    e.recommendation_id = Some(change.recommendation_id.clone());
+                    let message = format!("eviction of pod {pod} refused: {message}");
+                    let reason = wk::REASON_POD_DISRUPTION_BUDGET;
+                    let mut e = c.blocked_event(change, reason, &message);
                     e.resources = change.resources.clone();
                     e.details = ondelete::refusal_details(&pod);
                     out.events.push(e);

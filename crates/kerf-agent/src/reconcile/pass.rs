@@ -5,14 +5,17 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kerf_api::rsr::{HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::event::{Event, EventType};
+use kerf_api::rsr::{
+    ChangeRecord, HpaChange, RightsizingRecommendationSpec, RightsizingRecommendationStatus,
+};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 use kerf_decide::pass::WorkloadState;
 
 use super::facts::{self, Sources};
 use super::fresh::{PassWrites, Written};
-use super::step::{pods_settled, template_covers};
+use super::step::{event_workload, pods_settled, template_covers};
 use crate::cache::cluster::HpaResourceMetric;
 use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
@@ -77,27 +80,49 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// A `blocked` event of this workload about `change`, for `reason`, saying `message`.
+    pub fn blocked_event(&self, change: &ChangeRecord, reason: &str, message: &str) -> Event {
+        let workload = event_workload(&self.workload);
+        let mut e = Event::new(
+            uuid::Uuid::new_v4(),
+            EventType::Blocked,
+            self.now,
+            workload,
+            reason,
+        )
+        .with_message(message);
+        e.recommendation_id = Some(change.recommendation_id.clone());
+        e
+    }
+
     /// Notes a write to the workload itself, answered with `answer`.
     pub fn wrote_workload(&self, answer: Option<String>) {
-        let replaced = &self.workload.resource_version;
-        self.writes
-            .push(Written::Workload, answer, replaced, self.ctx.clock.now());
+        self.wrote(Written::Workload, answer, &self.workload.resource_version);
     }
 
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
         let pod = self.all_pods.iter().find(|p| p.name == name);
+<<<<<<< HEAD
         let replaced = pod.map_or("", |p| &*p.resource_version);
         let object = Written::Pod(name.to_owned());
         self.writes
             .push(object, answer, replaced, self.ctx.clock.now());
+=======
+        let replaced = pod.map_or("", |p| p.resource_version.as_str());
+        self.wrote(Written::Pod(name.to_owned()), answer, replaced);
+>>>>>>> dupagent
     }
 
     /// Notes a write to the HPA `name`, answered with `answer`.
     pub fn wrote_hpa(&self, name: &str, answer: Option<String>) {
         let hpa = self.hpas.iter().find(|h| h.name == name);
         let replaced = hpa.map_or("", |h| h.resource_version.as_str());
-        let object = Written::Hpa(name.to_owned());
+        self.wrote(Written::Hpa(name.to_owned()), answer, replaced);
+    }
+
+    /// Notes a write to `object`, which replaced `replaced`, answered with `answer`.
+    fn wrote(&self, object: Written, answer: Option<String>, replaced: &str) {
         self.writes
             .push(object, answer, replaced, self.ctx.clock.now());
     }

@@ -83,18 +83,25 @@ pub fn event_workload(w: &WorkloadInfo) -> EventWorkload {
 
 /// Whether the template already holds every value of the change.
 pub fn template_covers(change: &ChangeRecord, w: &WorkloadInfo) -> bool {
-    change.containers.iter().all(|c| {
-        w.containers
-            .iter()
-            .find(|t| *t.name == c.name)
-            .is_none_or(|t| {
-                let have = ResourceRequirements {
-                    requests: t.requests.clone(),
-                    limits: t.limits.clone(),
-                };
-                requirements_cover(&c.to, &have)
-            })
+    change_covered(change, |name| {
+        let t = w.containers.iter().find(|t| *t.name == *name)?;
+        Some(ResourceRequirements {
+            requests: t.requests.clone(),
+            limits: t.limits.clone(),
+        })
     })
+}
+
+/// Whether every container of the change that `have` finds holds the change's values (a
+/// container `have` does not find counts as holding them).
+fn change_covered(
+    change: &ChangeRecord,
+    have: impl Fn(&str) -> Option<ResourceRequirements>,
+) -> bool {
+    change
+        .containers
+        .iter()
+        .all(|c| have(&c.name).is_none_or(|h| requirements_cover(&c.to, &h)))
 }
 
 /// Whether the pods show the change where it went in: every pod whose spec holds the
@@ -109,20 +116,15 @@ pub fn pods_settled(change: &ChangeRecord, pods: &[std::sync::Arc<PodInfo>]) -> 
 
 /// Whether the spec (or, with `status`, the status) of pod `p` holds the change's values.
 fn pod_holds(change: &ChangeRecord, p: &PodInfo, status: bool) -> bool {
-    change.containers.iter().all(|c| {
-        p.containers
-            .iter()
-            .find(|pc| *pc.name == c.name)
-            .is_none_or(|pc| {
-                let have = match (pc.status_resources(), status) {
-                    (Some(s), true) => s.into_owned(),
-                    _ => ResourceRequirements {
-                        requests: pc.requests.clone(),
-                        limits: pc.limits.clone(),
-                    },
-                };
-                requirements_cover(&c.to, &have)
-            })
+    change_covered(change, |name| {
+        let pc = p.containers.iter().find(|pc| *pc.name == *name)?;
+        Some(match (pc.status_resources(), status) {
+            (Some(s), true) => s.into_owned(),
+            _ => ResourceRequirements {
+                requests: pc.requests.clone(),
+                limits: pc.limits.clone(),
+            },
+        })
     })
 }
 

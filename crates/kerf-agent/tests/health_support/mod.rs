@@ -28,6 +28,16 @@ use serde_json::{Value, json};
 /// Namespace of every test workload.
 pub const NS: &str = "default";
 
+/// A kubelet fault that throttles the `app` container of `pod` at `ratio`.
+pub fn throttle(pod: &str, ratio: f64) -> kerf_sim::kubelet::Fault {
+    kerf_sim::kubelet::Fault::Throttle {
+        namespace: NS.into(),
+        pod: pod.to_owned(),
+        container: "app".into(),
+        ratio,
+    }
+}
+
 /// Requests and limits from optional strings.
 pub fn req(cpu: Option<&str>, memory: Option<&str>) -> ResourceValues {
     ResourceValues {

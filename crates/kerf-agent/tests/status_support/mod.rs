@@ -1,4 +1,5 @@
 //! The status the agent builds from a real decision, for the rsr view tests.
+#![allow(dead_code)]
 
 use chrono::Duration;
 use kerf_agent::status::{self, StatusInput};
@@ -33,6 +34,15 @@ pub fn build(
         withdrawn: false,
         now: now(),
     })
+}
+
+/// As [`build`] under the fixture's policy, after a pass that recorded `change`.
+pub fn build_after(f: &mut Facts, change: ChangeRecord) -> RightsizingRecommendationStatus {
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change),
+        ..Default::default()
+    };
+    build(f, &policy(), &prev)
 }
 
 /// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`, live 2h ago.

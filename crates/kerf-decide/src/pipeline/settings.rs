@@ -98,22 +98,23 @@ fn setting_checks<'a>(
         wanted: w.value,
         echoed: echo.and_then(|e| e.window.as_ref()).map(|g| g.as_str()),
     });
-    let cpu = want
-        .cpu_percentile
-        .as_ref()
-        .map(|p| SettingCheck::Percentile {
-            field: "cpuPercentile",
-            wanted: p.value,
-            echoed: echo.and_then(|e| e.cpu_percentile),
-        });
-    let memory = want
-        .memory_percentile
-        .as_ref()
-        .map(|p| SettingCheck::Percentile {
-            field: "memoryPercentile",
-            wanted: p.value,
-            echoed: echo.and_then(|e| e.memory_percentile),
-        });
+    let percentile = |field, wanted: Option<u8>, echoed: Option<u8>| {
+        wanted.map(|wanted| SettingCheck::Percentile {
+            field,
+            wanted,
+            echoed,
+        })
+    };
+    let cpu = percentile(
+        "cpuPercentile",
+        want.cpu_percentile.as_ref().map(|p| p.value),
+        echo.and_then(|e| e.cpu_percentile),
+    );
+    let memory = percentile(
+        "memoryPercentile",
+        want.memory_percentile.as_ref().map(|p| p.value),
+        echo.and_then(|e| e.memory_percentile),
+    );
     let headroom = want
         .headroom_percent
         .as_ref()

@@ -86,13 +86,17 @@ fn pause(ctx: &Ctx<'_>) -> Text {
 
 fn stale(ctx: &Ctx<'_>) -> Text {
     let diffs = settings::settings_diffs(ctx.policy, ctx.facts);
-    let value = if diffs.is_empty() {
-        "settings match".to_owned()
-    } else {
-        diffs.join(", ")
-    };
     let threshold = "every setting a layer sets equals the recommendation's echo".to_owned();
-    (value, threshold)
+    (listed(&diffs, "settings match"), threshold)
+}
+
+/// The items joined by commas, or `none` when there are none.
+fn listed(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        items.join(", ")
+    }
 }
 
 fn hpa_coupling(ctx: &Ctx<'_>) -> Text {
@@ -136,13 +140,8 @@ fn resource_limits(ctx: &Ctx<'_>) -> Text {
         .blocks()
         .map(|b| format!("{}/{}: {}", b.container, b.resource, b.reason))
         .collect();
-    let value = if blocked.is_empty() {
-        "nothing refused".to_owned()
-    } else {
-        blocked.join(", ")
-    };
     let threshold = "at least one resource left after the per-resource limits".to_owned();
-    (value, threshold)
+    (listed(&blocked, "nothing refused"), threshold)
 }
 
 fn cooldown(ctx: &Ctx<'_>) -> Text {

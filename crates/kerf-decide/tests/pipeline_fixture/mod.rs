@@ -15,6 +15,7 @@ use kerf_api::rsr::{
     ChangeRecord, ChangeState, ContainerChange, ContainerFlag, ContainerRecommendation,
     DataCoverage, EventIds, RightsizingRecommendationSpec, RollbackRecord, WorkloadRef,
 };
+use kerf_api::wellknown as wk;
 use kerf_api::{GoDuration, Quantity, Resource, ResourceRequirements, ResourceValues, UnitDecimal};
 use kerf_decide::effective::{EffectivePolicy, Layer, PerResource, Sourced};
 use kerf_decide::facts::{
@@ -228,6 +229,15 @@ pub fn rolled_back(
         resources: resources.to_vec(),
         change_id: "chg-1".into(),
     });
+}
+
+/// As [`rolled_back`] after an OOM-kill rollback of memory only, `ago`, to `memory`.
+pub fn oom_rolled_back(f: &mut Facts, ago: Duration, memory: &str) {
+    let to = ResourceValues {
+        cpu: None,
+        memory: q(memory),
+    };
+    rolled_back(f, ago, wk::REASON_OOM_KILLS, &[Resource::Memory], to);
 }
 
 /// A CPU-utilization HPA with a 60 % target.
