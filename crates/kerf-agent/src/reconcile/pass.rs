@@ -103,15 +103,8 @@ impl<'a> Pass<'a> {
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
         let pod = self.all_pods.iter().find(|p| p.name == name);
-<<<<<<< HEAD
         let replaced = pod.map_or("", |p| &*p.resource_version);
-        let object = Written::Pod(name.to_owned());
-        self.writes
-            .push(object, answer, replaced, self.ctx.clock.now());
-=======
-        let replaced = pod.map_or("", |p| p.resource_version.as_str());
         self.wrote(Written::Pod(name.to_owned()), answer, replaced);
->>>>>>> dupagent
     }
 
     /// Notes a write to the HPA `name`, answered with `answer`.
