@@ -29,7 +29,7 @@ use crate::context::SimContext;
 use crate::controllers::common::{int_at, name, namespace, pod_terminal, terminating, uid};
 use crate::store::{StoreEvent, StoreEventType, gvr};
 use actuation::ResizeDecision;
-use resources::{pod_allocated, pod_spec_requests};
+use resources::{Amount, pod_allocated, pod_spec_requests};
 use scheduler::{NodeView, pick_node};
 use tracker::{Tracker, pod_key};
 
@@ -63,10 +63,11 @@ const TICK: Duration = Duration::from_millis(100);
 /// marks every pod.
 pub async fn run(ctx: SimContext, mut rx: broadcast::Receiver<StoreEvent>) {
     let mut t = Tracker::default();
+    let mut nodes = Nodes::default();
     rebuild(&ctx, &mut t);
     loop {
         if !t.is_idle() {
-            pass(&ctx, &mut t, &mut rx);
+            pass(&ctx, &mut t, &mut nodes, &mut rx);
         }
         let first = tokio::select! {
             r = rx.recv() => Some(r),
@@ -145,21 +146,69 @@ fn get_pod(ctx: &SimContext, key: &str) -> Option<Value> {
     ctx.store.get(&gvr::PODS, Some(ns), pod_name)
 }
 
-fn views(t: &Tracker, nodes: &[Value]) -> Vec<NodeView> {
-    nodes
-        .iter()
-        .map(|n| {
-            let u = t.usage(name(n));
-            NodeView::with_usage(n, u.used, u.pods)
+/// The nodes as of their last change, read again only when a node changed (a pass at
+/// 10,000 pods would otherwise decode every node each time), with their views without
+/// usage and which of them have swap.
+#[derive(Default)]
+struct Nodes {
+    list: Vec<Value>,
+    views: HashMap<String, NodeView>,
+    swap: HashSet<String>,
+}
+
+impl Nodes {
+    fn read(ctx: &SimContext) -> Nodes {
+        let list = sync_swap_nodes(ctx);
+        let views = list
+            .iter()
+            .map(|n| {
+                (
+                    name(n).to_string(),
+                    NodeView::with_usage(n, Amount::default(), 0),
+                )
+            })
+            .collect();
+        let swap = list
+            .iter()
+            .filter(|n| is_swap_node(&ctx.config, n))
+            .map(|n| name(n).to_string())
+            .collect();
+        Nodes { list, views, swap }
+    }
+
+    /// The view of `node` with what the tracker says its pods hold.
+    fn view(&self, t: &Tracker, node: &str) -> Option<NodeView> {
+        let base = self.views.get(node)?;
+        let u = t.usage(node);
+        Some(NodeView {
+            used: u.used,
+            pods: u.pods,
+            ..base.clone()
         })
-        .collect()
+    }
+
+    /// Every node's view, in the order the API lists them.
+    fn all_views(&self, t: &Tracker) -> Vec<NodeView> {
+        self.list
+            .iter()
+            .filter_map(|n| self.view(t, name(n)))
+            .collect()
+    }
 }
 
 /// One pass of the scheduler and every node's kubelet over the pods to look at.
-fn pass(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEvent>) {
+fn pass(
+    ctx: &SimContext,
+    t: &mut Tracker,
+    nodes: &mut Nodes,
+    rx: &mut broadcast::Receiver<StoreEvent>,
+) {
     let now = ctx.clock.now();
-    let nodes = sync_swap_nodes(ctx);
-    t.nodes_seen();
+    if t.nodes_changed() {
+        *nodes = Nodes::read(ctx);
+        t.nodes_seen();
+    }
+    let nodes = &*nodes;
     let pending: Vec<Value> = t
         .active()
         .iter()
@@ -171,13 +220,9 @@ fn pass(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEve
         })
         .collect();
     if !pending.is_empty() {
-        schedule(ctx, views(t, &nodes), &pending);
+        schedule(ctx, nodes.all_views(t), &pending);
         drain(ctx, t, rx);
     }
-    let views: HashMap<String, NodeView> = views(t, &nodes)
-        .into_iter()
-        .map(|v| (v.name.clone(), v))
-        .collect();
     for key in t.active() {
         let Some(pod) = get_pod(ctx, &key).filter(|p| !pod_terminal(p) && !terminating(p)) else {
             t.settle(&key);
@@ -186,16 +231,16 @@ fn pass(ctx: &SimContext, t: &mut Tracker, rx: &mut broadcast::Receiver<StoreEve
         let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) else {
             continue;
         };
-        let Some(view) = views.get(node) else {
+        let Some(view) = nodes.view(t, node) else {
             t.settle(&key);
             continue;
         };
         if pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
-            if resize(ctx, &pod, view, is_swap(ctx, &nodes, node), now) {
+            if resize(ctx, &pod, &view, nodes.swap.contains(node), now) {
                 t.settle(&key);
             }
         } else {
-            start(ctx, &pod, &nodes, now);
+            start(ctx, &pod, &nodes.list, now);
         }
     }
 }
@@ -215,12 +260,6 @@ pub fn is_swap_node(config: &crate::context::SimConfig, node: &Value) -> bool {
             .pointer("/status/nodeInfo/swap/capacity")
             .and_then(Value::as_i64)
             .is_some_and(|c| c > 0)
-}
-
-fn is_swap(ctx: &SimContext, nodes: &[Value], node: &str) -> bool {
-    nodes
-        .iter()
-        .any(|n| name(n) == node && is_swap_node(&ctx.config, n))
 }
 
 /// Gives every swap node ([`is_swap_node`]) the swap label and a

@@ -98,6 +98,11 @@ impl Tracker {
     }
 
     /// The pass has looked at the nodes.
+    pub fn nodes_changed(&self) -> bool {
+        self.nodes_changed
+    }
+
+    /// The nodes were read after their last change.
     pub fn nodes_seen(&mut self) {
         self.nodes_changed = false;
     }

@@ -92,6 +92,11 @@ impl ResizeFaults {
         Err(forbidden(name, &reason))
     }
 
+    /// Whether a ResourceQuota is set for `namespace`.
+    pub fn has_quota(&self, namespace: &str) -> bool {
+        self.lock().quotas.contains_key(namespace)
+    }
+
     /// The ResourceQuota admission of a resize from `old` to `new`, `pods` being every pod
     /// of the namespace as stored (`old` among them).
     pub fn admit_quota(
