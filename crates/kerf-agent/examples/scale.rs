@@ -271,11 +271,19 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let start = Instant::now();
-    while !check().await {
+    loop {
+        let looked = Instant::now();
+        if check().await {
+            break;
+        }
         if start.elapsed() > limit {
             anyhow::bail!("{what}: not reached within {limit:?}");
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        // A look that reads the whole store (100,000 pods take seconds to decode) waits
+        // four times its own length before the next, so the sim keeps its cores for its
+        // controllers and kubelet.
+        let pause = (looked.elapsed() * 4).max(Duration::from_millis(250));
+        tokio::time::sleep(pause).await;
     }
     Ok(start.elapsed().as_secs_f64())
 }
