@@ -101,7 +101,7 @@ fn populate_one(ctx: &SimContext, d: usize, per: usize) -> anyhow::Result<()> {
 
 /// Waits until the store holds `want` Ready pods.
 async fn wait_pods(ctx: &SimContext, want: usize) -> anyhow::Result<f64> {
-    wait_until("every pod Ready", Duration::from_secs(3600), || async {
+    wait_until("every pod Ready", Duration::from_secs(3600), 4, || async {
         let (pods, _) = ctx.store.list(&gvr::PODS, None);
         let ready = pods
             .iter()
@@ -265,7 +265,12 @@ async fn rsr_counts(client: &kube::Client) -> (usize, usize) {
     (phases.len(), applied)
 }
 
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F) -> anyhow::Result<f64>
+async fn wait_until<F, Fut>(
+    what: &str,
+    limit: Duration,
+    spacing: u32,
+    mut check: F,
+) -> anyhow::Result<f64>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -279,10 +284,11 @@ where
         if start.elapsed() > limit {
             anyhow::bail!("{what}: not reached within {limit:?}");
         }
-        // A look that reads the whole store (100,000 pods take seconds to decode) waits
-        // four times its own length before the next, so the sim keeps its cores for its
-        // controllers and kubelet.
-        let pause = (looked.elapsed() * 4).max(Duration::from_millis(250));
+        // A look waits `spacing` times its own length before the next (at least 100 ms):
+        // one that reads the whole store (100,000 pods take seconds to decode) waits four
+        // times, so the sim keeps its cores for its controllers and kubelet; the looks at
+        // the rsrs wait once, so the times they measure are late by one look at most.
+        let pause = (looked.elapsed() * spacing).max(Duration::from_millis(100));
         tokio::time::sleep(pause).await;
     }
     Ok(start.elapsed().as_secs_f64())
@@ -332,19 +338,19 @@ struct Pass {
 async fn measure_pass(args: &Args, sim: &Sim, agent: &Agent) -> anyhow::Result<Pass> {
     let client = sim.client();
     let limit = Duration::from_secs(3600);
-    let sync_s = wait_until("cache sync", limit, || async {
+    let sync_s = wait_until("cache sync", limit, 1, || async {
         agent.get("/readyz").await.is_some_and(|(c, _)| c == 200)
     })
     .await?;
     let n = args.workloads;
     let changes = (0..n).filter(|d| is_change(*d, args.change_share)).count();
     let phase_s = sync_s
-        + wait_until("every rsr with a phase", limit, || async {
+        + wait_until("every rsr with a phase", limit, 1, || async {
             rsr_counts(&client).await.0 >= n
         })
         .await?;
     let applied_s = phase_s
-        + wait_until("every change Applied", limit, || async {
+        + wait_until("every change Applied", limit, 1, || async {
             rsr_counts(&client).await.1 >= changes
         })
         .await?;
@@ -369,7 +375,10 @@ async fn wait_quiet(sim: &Sim) -> f64 {
             .max();
         last.is_none_or(|t| t.elapsed() >= QUIET)
     };
-    let waited = wait_until("no write", Duration::from_secs(120), || async { quiet() }).await;
+    let waited = wait_until("no write", Duration::from_secs(120), 1, || async {
+        quiet()
+    })
+    .await;
     waited.unwrap_or(120.0)
 }
 

@@ -106,6 +106,8 @@ pub struct SimState {
     pub resize: ResizeFaults,
     /// The API server's outage switch.
     pub outage: crate::api::outage::Outage,
+    /// The CRDs as their objects' validation reads them.
+    pub(crate) crds: crate::api::crd_schema::CrdCache,
 }
 
 impl SimState {

@@ -182,14 +182,22 @@ impl Store {
 
     /// One object (a copy the caller may change).
     pub fn get(&self, gvr: &Gvr, namespace: Option<&str>, name: &str) -> Option<Value> {
+        Some(self.get_stored(gvr, namespace, name)?.value())
+    }
+
+    /// The stored version of one object (shared, not parsed).
+    pub fn get_stored(
+        &self,
+        gvr: &Gvr,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<StoredObject>> {
         let ns = if gvr.namespaced { namespace } else { None };
-        let stored = self
-            .lock()
+        self.lock()
             .objects
             .get(&gvr.key())?
             .get(&obj_key(ns, name))
-            .cloned()?;
-        Some(stored.value())
+            .cloned()
     }
 
     /// The objects of `gvr` that name `owner_uid` among their ownerReferences (copies the

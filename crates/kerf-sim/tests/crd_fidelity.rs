@@ -135,6 +135,39 @@ async fn unknown_fields_are_pruned_and_named_in_warning_headers() -> anyhow::Res
     Ok(())
 }
 
+/// The schema and CEL rules a write is checked against are kept between requests; a CRD
+/// update takes effect at the next write, as on a real API server.
+#[tokio::test]
+async fn a_crd_update_changes_the_validation_of_the_next_write() -> anyhow::Result<()> {
+    let sim = start().await?;
+    let seven = policy("seven", json!({"priority": 7}));
+    let (code, _, body) = send(&sim, "POST", POLICIES, "application/json", &seven).await?;
+    assert_eq!(code, 201, "{body}");
+
+    let crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/\
+                    rightsizingpolicies.kerf.getkerf.dev";
+    let (code, _, mut crd) = send(&sim, "GET", crd_path, "", &Value::Null).await?;
+    assert_eq!(code, 200, "{crd}");
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["x-kubernetes-validations"] = json!([{"rule": "!has(self.priority) || self.priority != 7", "message": "seven is refused"}]);
+    let (code, _, body) = send(&sim, "PUT", crd_path, "application/json", &crd).await?;
+    assert_eq!(code, 200, "{body}");
+
+    let again = policy("seven-again", json!({"priority": 7}));
+    let (code, _, status) = send(&sim, "POST", POLICIES, "application/json", &again).await?;
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("seven is refused")),
+        "{status}"
+    );
+    let eight = policy("eight", json!({"priority": 8}));
+    let (code, _, body) = send(&sim, "POST", POLICIES, "application/json", &eight).await?;
+    assert_eq!(code, 201, "{body}");
+    Ok(())
+}
+
 /// Runs kubectl against the cluster; fails with what to install when kubectl is missing.
 fn kubectl(sim: &Sim, args: &[&str], stdin: Option<&str>) -> anyhow::Result<(bool, String)> {
     kerf_testkit::kubectl(sim.kubeconfig_path(), args, stdin)

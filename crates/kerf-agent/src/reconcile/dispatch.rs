@@ -12,7 +12,7 @@ use super::memory::{Attempts, Memory, ReportLedger, Schedule, WriteLedger};
 use crate::cache::{CacheSet, WorkloadKey};
 
 /// How many ranks of urgency the [`Queue`] keeps apart (0 first).
-const RANKS: usize = 3;
+const RANKS: usize = 4;
 
 /// The workloads waiting for a pass, ranked by urgency, and those in one.
 #[derive(Debug)]

@@ -66,22 +66,32 @@ const API_RECHECK: chrono::Duration = chrono::Duration::seconds(2);
 const CONFLICT_RETRY_MS: i64 = 200;
 
 /// The rank of a workload that needs nothing soon.
-const URGENCY_NONE: u8 = 2;
+const URGENCY_NONE: u8 = 3;
 
-/// How soon a pass should reach an rsr: 0 for a rollback or a change in flight (`Intent`,
-/// `Applying`, `RollingBack`), 1 for an applied change under a running health watch,
-/// [`URGENCY_NONE`] for the rest.
-fn urgency(status: &kerf_api::rsr::RightsizingRecommendationStatus, now: DateTime<Utc>) -> u8 {
+/// How soon a pass should reach an rsr: 0 for a rollback in flight (`RollingBack`), 1 for
+/// a change in flight (`Intent`, `Applying`) and for an rsr never decided (no phase yet:
+/// `kubectl get rsr` shows it blank until its first pass), 2 for an applied change under
+/// a running health watch, [`URGENCY_NONE`] for the rest. Within a rank passes go in the
+/// order their workloads turned ready, so the first decisions of a new cluster are not
+/// held back by the follow-up passes of the changes they start.
+fn urgency(
+    status: Option<&kerf_api::rsr::RightsizingRecommendationStatus>,
+    now: DateTime<Utc>,
+) -> u8 {
     use kerf_api::rsr::ChangeState;
+    let Some(status) = status.filter(|s| s.phase.is_some()) else {
+        return 1;
+    };
     match status.change.as_ref().map(|c| c.state) {
-        Some(ChangeState::Intent | ChangeState::Applying | ChangeState::RollingBack) => 0,
+        Some(ChangeState::RollingBack) => 0,
+        Some(ChangeState::Intent | ChangeState::Applying) => 1,
         Some(ChangeState::Applied)
             if status
                 .watch
                 .as_ref()
                 .is_some_and(|w| w.end.is_none_or(|end| now < end)) =>
         {
-            1
+            2
         }
         _ => URGENCY_NONE,
     }
@@ -446,7 +456,7 @@ impl Reconciler {
                 .cache
                 .rsrs_for(&key)
                 .iter()
-                .filter_map(|r| Some(urgency(r.rsr.as_ref().ok()?.status.as_ref()?, now)))
+                .filter_map(|r| Some(urgency(r.rsr.as_ref().ok()?.status.as_ref(), now)))
                 .min()
                 .unwrap_or(URGENCY_NONE);
             queue.push(key, rank);
@@ -709,6 +719,7 @@ mod tests {
         watch_end: Option<&str>,
     ) -> RightsizingRecommendationStatus {
         serde_json::from_value(serde_json::json!({
+            "phase": "Pending",
             "change": state.map(|st| serde_json::json!({
                 "id": "c1", "state": st, "recommendationID": "r1", "strategy": "rollout",
                 "resources": ["cpu"], "startedAt": "2026-11-30T10:00:00Z", "containers": [],
@@ -723,23 +734,25 @@ mod tests {
 
     // rule: design D25
     #[test]
-    fn changes_and_rollbacks_in_flight_come_first_then_running_watches() {
+    fn rollbacks_come_first_then_changes_and_first_decisions_then_running_watches() {
         let now: DateTime<Utc> = "2026-11-30T11:00:00Z".parse().expect("time");
-        for st in [
-            ChangeState::Intent,
-            ChangeState::Applying,
-            ChangeState::RollingBack,
-        ] {
-            assert_eq!(urgency(&status(Some(st), None), now), 0, "{st:?}");
+        let rank = |s: &RightsizingRecommendationStatus| urgency(Some(s), now);
+        assert_eq!(rank(&status(Some(ChangeState::RollingBack), None)), 0);
+        for st in [ChangeState::Intent, ChangeState::Applying] {
+            assert_eq!(rank(&status(Some(st), None)), 1, "{st:?}");
         }
+        assert_eq!(urgency(None, now), 1, "an rsr without a status");
+        let mut undecided = status(None, None);
+        undecided.phase = None;
+        assert_eq!(rank(&undecided), 1, "an rsr without a phase");
         let watching = status(Some(ChangeState::Applied), Some("2026-11-30T12:00:00Z"));
-        assert_eq!(urgency(&watching, now), 1);
+        assert_eq!(rank(&watching), 2);
         let watched = status(Some(ChangeState::Applied), Some("2026-11-30T10:30:00Z"));
-        assert_eq!(urgency(&watched, now), URGENCY_NONE);
+        assert_eq!(rank(&watched), URGENCY_NONE);
         assert_eq!(
-            urgency(&status(Some(ChangeState::RolledBack), None), now),
+            rank(&status(Some(ChangeState::RolledBack), None)),
             URGENCY_NONE
         );
-        assert_eq!(urgency(&status(None, None), now), URGENCY_NONE);
+        assert_eq!(rank(&status(None, None)), URGENCY_NONE);
     }
 }

@@ -17,10 +17,10 @@ pub fn prune(ctx: &SimContext, g: &Gvr, obj: &mut Value) -> Result<(), ApiError>
     let Some(crd) = super::crd_schema::crd_for(ctx, g) else {
         return Ok(());
     };
-    let Some(schema) = super::crd_schema::schema_of(&crd, g.version) else {
+    let Some(schema) = crd.schema(g.version) else {
         return Ok(());
     };
-    let mut unknown = prune_object(&schema, obj);
+    let mut unknown = prune_object(schema, obj);
     if unknown.is_empty() {
         return Ok(());
     }

@@ -2,6 +2,10 @@
 //! status) and validating custom resources against the OpenAPI v3 schema and its
 //! `x-kubernetes-validations` CEL rules, with the real server's 422 wording.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+use kube_cel::CompiledSchema;
 use serde_json::{Value, json};
 
 use crate::context::SimContext;
@@ -12,13 +16,73 @@ pub fn is_custom(_ctx: &SimContext, g: &Gvr) -> bool {
     !gvr::ALL.iter().any(|b| b == g)
 }
 
-/// The CRD defining a kind.
-pub fn crd_for(ctx: &SimContext, g: &Gvr) -> Option<Value> {
+/// A CRD as the handling of its objects reads it, built once per stored version of the
+/// CRD: the API server, too, keeps a CRD's structural schema and compiled CEL rules until
+/// the CRD changes, instead of decoding and compiling them on every request.
+pub struct CrdView {
+    /// The resourceVersion of the CRD this view was built from.
+    rv: u64,
+    /// The CRD.
+    pub crd: Value,
+    /// Each version's schema, with its CEL rules compiled on first use.
+    versions: Vec<(String, Value, OnceLock<CompiledSchema>)>,
+}
+
+impl CrdView {
+    fn new(rv: u64, crd: Value) -> CrdView {
+        let versions = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                let name = v["name"].as_str()?.to_owned();
+                let schema = schema_of(&crd, &name)?;
+                Some((name, schema, OnceLock::new()))
+            })
+            .collect();
+        CrdView { rv, crd, versions }
+    }
+
+    /// The OpenAPI v3 schema of `version`.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        let (_, schema, _) = self.versions.iter().find(|(v, _, _)| v == version)?;
+        Some(schema)
+    }
+
+    /// The compiled CEL rules of `version`'s schema.
+    fn compiled(&self, version: &str) -> Option<&CompiledSchema> {
+        let (_, schema, compiled) = self.versions.iter().find(|(v, _, _)| v == version)?;
+        Some(compiled.get_or_init(|| kube_cel::compile_schema(schema)))
+    }
+}
+
+/// The [`CrdView`]s built so far, by CRD name.
+#[derive(Clone, Default)]
+pub struct CrdCache(Arc<Mutex<HashMap<String, Arc<CrdView>>>>);
+
+impl std::fmt::Debug for CrdCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrdCache").finish_non_exhaustive()
+    }
+}
+
+/// The CRD defining a kind, as its stored version reads.
+pub fn crd_for(ctx: &SimContext, g: &Gvr) -> Option<Arc<CrdView>> {
     if !is_custom(ctx, g) {
         return None;
     }
-    ctx.store
-        .get(&gvr::CRDS, None, &format!("{}.{}", g.resource, g.group))
+    let name = format!("{}.{}", g.resource, g.group);
+    let stored = ctx.store.get_stored(&gvr::CRDS, None, &name)?;
+    let cache = &ctx.state.crds.0;
+    let lock = || cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(view) = lock().get(&name)
+        && view.rv == stored.resource_version()
+    {
+        return Some(Arc::clone(view));
+    }
+    let view = Arc::new(CrdView::new(stored.resource_version(), stored.value()));
+    lock().insert(name, Arc::clone(&view));
+    Some(view)
 }
 
 /// The kinds a CRD defines (one per served version).
@@ -60,6 +124,10 @@ pub fn on_write(ctx: &SimContext, g: &Gvr, obj: &Value) {
 
 /// After a CRD delete: unregisters its kinds and deletes their objects.
 pub fn on_delete(ctx: &SimContext, crd: &Value) {
+    if let Some(name) = crd["metadata"]["name"].as_str() {
+        let mut views = ctx.state.crds.0.lock().unwrap_or_else(|e| e.into_inner());
+        views.remove(name);
+    }
     for k in kinds_of(crd) {
         let (items, _) = ctx.store.list(&k, None);
         for o in items {
@@ -244,7 +312,7 @@ fn scalar_bounds(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
             bad(out, format!("should be at least {min} chars long"));
         }
         if let Some(p) = schema["pattern"].as_str()
-            && regex::Regex::new(p).is_ok_and(|re| !re.is_match(s))
+            && pattern(p).is_some_and(|re| !re.is_match(s))
         {
             bad(out, format!("should match '{p}'"));
         }
@@ -267,6 +335,18 @@ fn scalar_bounds(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
     }
 }
 
+/// The compiled regular expression of a schema's `pattern` (None when it does not compile),
+/// compiled once.
+fn pattern(p: &str) -> Option<regex::Regex> {
+    static PATTERNS: LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
+        LazyLock::new(Default::default);
+    let mut patterns = PATTERNS.lock().unwrap_or_else(|e| e.into_inner());
+    patterns
+        .entry(p.to_owned())
+        .or_insert_with(|| regex::Regex::new(p).ok())
+        .clone()
+}
+
 /// Validates a custom resource on create (`old` None) or update.
 pub fn validate(
     ctx: &SimContext,
@@ -277,7 +357,7 @@ pub fn validate(
     let Some(crd) = crd_for(ctx, g) else {
         return Ok(());
     };
-    let Some(schema) = schema_of(&crd, g.version) else {
+    let (Some(schema), Some(compiled)) = (crd.schema(g.version), crd.compiled(g.version)) else {
         return Ok(());
     };
     let mut causes = Vec::new();
@@ -288,7 +368,7 @@ pub fn validate(
         m.remove("kind");
     }
     if let (Some(props), Some(m)) = (schema["properties"].as_object(), body.as_object()) {
-        causes.extend(missing_required(&schema, m, ""));
+        causes.extend(missing_required(schema, m, ""));
         for (k, v) in m {
             if let Some(s) = props.get(k) {
                 check(s, v, k, &mut causes);
@@ -296,7 +376,7 @@ pub fn validate(
         }
     }
     if causes.is_empty() {
-        causes.extend(cel_causes(&schema, obj, old));
+        causes.extend(cel_causes(compiled, obj, old));
     }
     if causes.is_empty() {
         return Ok(());
@@ -305,8 +385,8 @@ pub fn validate(
     Err(ApiError::invalid(g.kind, g.group, name, &causes))
 }
 
-fn cel_causes(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
-    match kube_cel::validate(schema, obj, old) {
+fn cel_causes(compiled: &CompiledSchema, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    match kube_cel::validate_compiled(compiled, obj, old) {
         Ok(()) => Vec::new(),
         Err(errs) => errs
             .into_vec()

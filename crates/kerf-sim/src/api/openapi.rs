@@ -149,7 +149,7 @@ pub fn definition_name(g: &Gvr) -> String {
 /// schema), its references pointing at `refs`.
 fn custom_schema(ctx: &SimContext, g: &Gvr, refs: &str) -> Option<Value> {
     let crd = super::crd_schema::crd_for(ctx, g)?;
-    let mut schema = super::crd_schema::schema_of(&crd, g.version).filter(Value::is_object)?;
+    let mut schema = crd.schema(g.version).filter(|s| s.is_object())?.clone();
     schema["x-kubernetes-group-version-kind"] =
         json!([{"group": g.group, "version": g.version, "kind": g.kind}]);
     if !schema["properties"].is_object() {

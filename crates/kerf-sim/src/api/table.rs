@@ -439,7 +439,7 @@ fn event_row(o: &Value, now: DateTime<Utc>) -> (Vec<Value>, Vec<Value>) {
 
 fn printer_columns(ctx: &SimContext, g: &Gvr) -> Option<Vec<Value>> {
     let crd = super::crd_schema::crd_for(ctx, g)?;
-    let versions = crd["spec"]["versions"].as_array()?;
+    let versions = crd.crd["spec"]["versions"].as_array()?;
     let v = versions.iter().find(|v| v["name"] == g.version)?;
     Some(
         v["additionalPrinterColumns"]
