@@ -381,14 +381,11 @@ async fn sync_group(
     out
 }
 
-/// The names of the rsrs of `namespace`.
-pub(crate) fn taken_names(cache: &CacheSet, namespace: &str) -> BTreeSet<String> {
-    cache
-        .rsrs()
-        .iter()
-        .filter(|r| *r.namespace == *namespace)
-        .map(|r| r.name.clone())
-        .collect()
+/// Whether the name `name` is free for a new rsr in `namespace` (no rsr in the cache has
+/// it). A lookup by name: the mirroring asks it for every recommendation it writes, so
+/// it must not walk every rsr (10,000 rsrs made a sync with nothing to write take 6 s).
+pub(crate) fn name_is_free(cache: &CacheSet, namespace: &str, name: &str) -> bool {
+    cache.rsr(namespace, name).is_none()
 }
 
 async fn sync_one(
@@ -411,10 +408,9 @@ async fn sync_one(
     if !refused.is_empty() {
         return sync_invalid(client, cache, &desired, workload, &refused, now).await;
     }
-    let taken = taken_names(cache, &key.namespace);
-    let SyncPlan::Apply { name, reset } =
-        plan(&desired, workload, &existing, |n| !taken.contains(n))
-    else {
+    let SyncPlan::Apply { name, reset } = plan(&desired, workload, &existing, |n| {
+        name_is_free(cache, &key.namespace, n)
+    }) else {
         return Ok(None);
     };
     let body = apply_body(&name, workload, &desired, None).map_err(|source| SyncError::Encode {

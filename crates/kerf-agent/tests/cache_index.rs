@@ -296,8 +296,17 @@ fn rsrs_are_found_by_workload_labels() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].name, "checkout-deployment");
     assert!(found[0].rsr.as_ref().unwrap_err().field.starts_with("spec"));
+    // design D4: the name of a new rsr is looked up by namespace and name
+    let by_name = cache.rsr("shop", "checkout-deployment");
+    assert_eq!(
+        by_name.map(|e| e.name.clone()).as_deref(),
+        Some("checkout-deployment")
+    );
+    assert!(cache.rsr("other", "checkout-deployment").is_none());
+    assert!(cache.rsr("shop", "checkout").is_none());
     cache.delete_rsr("shop", "checkout-deployment");
     assert!(cache.rsrs_for(&key).is_empty());
+    assert!(cache.rsr("shop", "checkout-deployment").is_none());
 }
 
 #[tokio::test]

@@ -317,6 +317,11 @@ impl CacheSet {
         self.inner.rsrs.read().for_workload(key)
     }
 
+    /// The rsr `namespace/name`.
+    pub fn rsr(&self, namespace: &str, name: &str) -> Option<Arc<RsrEntry>> {
+        self.inner.rsrs.read().get(namespace, name)
+    }
+
     /// Every rsr.
     pub fn rsrs(&self) -> Vec<Arc<RsrEntry>> {
         self.inner.rsrs.read().all()

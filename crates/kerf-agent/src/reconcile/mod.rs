@@ -223,6 +223,13 @@ impl Reconciler {
             .collect()
     }
 
+    /// Every workload, to be queued for a pass because of `cause` (logged at debug level).
+    fn every_key(&self, cause: &'static str) -> BTreeSet<WorkloadKey> {
+        let keys = self.all_keys();
+        tracing::debug!(cause, workloads = keys.len(), "every workload queued");
+        keys
+    }
+
     /// Rebuilds the outbox from every rsr's `pendingEvents` (design D25).
     fn restore_pending(&self) {
         let rsrs = self.ctx.cache.rsrs();
@@ -314,14 +321,15 @@ impl Reconciler {
                 c = changes.recv() => match c {
                     Ok(Change::Workload(k)) => { dirty.insert(k); }
                     Ok(Change::Namespace(ns)) => dirty.extend(self.all_keys().into_iter().filter(|k| k.namespace == ns)),
-                    Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => dirty = self.all_keys(),
+                    Ok(Change::All) => dirty = self.every_key("cache"),
+                    Err(broadcast::error::RecvError::Lagged(_)) => dirty = self.every_key("change channel lagged"),
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
                 r = self.hub.changed() => {
                     if r.is_err() { break; }
                     self.hub_now = Arc::new(self.hub.borrow_and_update().clone());
                     self.sync_rsrs().await;
-                    dirty = self.all_keys();
+                    dirty = self.every_key("hub state");
                 }
                 Some(report) = self.acks.recv() => {
                     dirty.extend(self.take_report(&queue, report));
@@ -331,7 +339,7 @@ impl Reconciler {
                     let now = self.ctx.clock.now();
                     // A fetch may have moved `fresh_until` since the timer was set.
                     if stale_at.is_some_and(|t| t <= now) && !self.hub.borrow().is_fresh(now) {
-                        dirty = self.all_keys();
+                        dirty = self.every_key("hub state stale");
                     }
                     dirty.extend(self.memory.schedule.take_due(now));
                 }
@@ -341,7 +349,7 @@ impl Reconciler {
                     self.sync_rsrs().await;
                     resyncs = resyncs.wrapping_add(1);
                     if resyncs.is_multiple_of(DECIDE_EVERY_RESYNCS) {
-                        dirty = self.all_keys();
+                        dirty = self.every_key("periodic");
                     }
                 }
                 _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,

@@ -9,8 +9,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::{
-    ANNOTATION_INVALID, ANNOTATION_WITHDRAWN, SyncError, annotation, apply_body, rsr_api, rsr_name,
-    taken_names,
+    ANNOTATION_INVALID, ANNOTATION_WITHDRAWN, SyncError, annotation, apply_body, name_is_free,
+    rsr_api, rsr_name,
 };
 use crate::cache::{CacheSet, RsrEntry, WorkloadInfo};
 
@@ -75,10 +75,9 @@ pub(super) async fn sync_invalid(
     }
     let name = match entry {
         Some(e) => e.name.clone(),
-        None => {
-            let taken = taken_names(cache, &key.namespace);
-            rsr_name(key.kind, &key.name, |n| !taken.contains(n))
-        }
+        None => rsr_name(key.kind, &key.name, |n| {
+            name_is_free(cache, &key.namespace, n)
+        }),
     };
     let withdrawn_at = entry
         .and_then(|e| annotation(e, ANNOTATION_WITHDRAWN))
