@@ -5,6 +5,7 @@ pub mod audit;
 pub mod crd_formats;
 pub mod crd_prune;
 pub mod crd_schema;
+pub mod crd_view;
 pub mod discovery;
 pub mod eviction;
 pub mod kubeconfig;

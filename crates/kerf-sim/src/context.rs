@@ -107,7 +107,7 @@ pub struct SimState {
     /// The API server's outage switch.
     pub outage: crate::api::outage::Outage,
     /// The CRDs as their objects' validation reads them.
-    pub(crate) crds: crate::api::crd_schema::CrdCache,
+    pub(crate) crds: crate::api::crd_view::CrdCache,
 }
 
 impl SimState {

@@ -3,10 +3,12 @@
 //! `x-kubernetes-validations` CEL rules, with the real server's 422 wording.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use kube_cel::CompiledSchema;
 use serde_json::{Value, json};
+
+pub use super::crd_view::{CrdView, schema_of};
 
 use crate::context::SimContext;
 use crate::store::{ApiError, Cause, Gvr, format_time, gvr};
@@ -16,56 +18,6 @@ pub fn is_custom(_ctx: &SimContext, g: &Gvr) -> bool {
     !gvr::ALL.iter().any(|b| b == g)
 }
 
-/// A CRD as the handling of its objects reads it, built once per stored version of the
-/// CRD: the API server, too, keeps a CRD's structural schema and compiled CEL rules until
-/// the CRD changes, instead of decoding and compiling them on every request.
-pub struct CrdView {
-    /// The resourceVersion of the CRD this view was built from.
-    rv: u64,
-    /// The CRD.
-    pub crd: Value,
-    /// Each version's schema, with its CEL rules compiled on first use.
-    versions: Vec<(String, Value, OnceLock<CompiledSchema>)>,
-}
-
-impl CrdView {
-    fn new(rv: u64, crd: Value) -> CrdView {
-        let versions = crd["spec"]["versions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| {
-                let name = v["name"].as_str()?.to_owned();
-                let schema = schema_of(&crd, &name)?;
-                Some((name, schema, OnceLock::new()))
-            })
-            .collect();
-        CrdView { rv, crd, versions }
-    }
-
-    /// The OpenAPI v3 schema of `version`.
-    pub fn schema(&self, version: &str) -> Option<&Value> {
-        let (_, schema, _) = self.versions.iter().find(|(v, _, _)| v == version)?;
-        Some(schema)
-    }
-
-    /// The compiled CEL rules of `version`'s schema.
-    fn compiled(&self, version: &str) -> Option<&CompiledSchema> {
-        let (_, schema, compiled) = self.versions.iter().find(|(v, _, _)| v == version)?;
-        Some(compiled.get_or_init(|| kube_cel::compile_schema(schema)))
-    }
-}
-
-/// The [`CrdView`]s built so far, by CRD name.
-#[derive(Clone, Default)]
-pub struct CrdCache(Arc<Mutex<HashMap<String, Arc<CrdView>>>>);
-
-impl std::fmt::Debug for CrdCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CrdCache").finish_non_exhaustive()
-    }
-}
-
 /// The CRD defining a kind, as its stored version reads.
 pub fn crd_for(ctx: &SimContext, g: &Gvr) -> Option<Arc<CrdView>> {
     if !is_custom(ctx, g) {
@@ -73,16 +25,7 @@ pub fn crd_for(ctx: &SimContext, g: &Gvr) -> Option<Arc<CrdView>> {
     }
     let name = format!("{}.{}", g.resource, g.group);
     let stored = ctx.store.get_stored(&gvr::CRDS, None, &name)?;
-    let cache = &ctx.state.crds.0;
-    let lock = || cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(view) = lock().get(&name)
-        && view.rv == stored.resource_version()
-    {
-        return Some(Arc::clone(view));
-    }
-    let view = Arc::new(CrdView::new(stored.resource_version(), stored.value()));
-    lock().insert(name, Arc::clone(&view));
-    Some(view)
+    Some(ctx.state.crds.view(name, &stored))
 }
 
 /// The kinds a CRD defines (one per served version).
@@ -125,8 +68,7 @@ pub fn on_write(ctx: &SimContext, g: &Gvr, obj: &Value) {
 /// After a CRD delete: unregisters its kinds and deletes their objects.
 pub fn on_delete(ctx: &SimContext, crd: &Value) {
     if let Some(name) = crd["metadata"]["name"].as_str() {
-        let mut views = ctx.state.crds.0.lock().unwrap_or_else(|e| e.into_inner());
-        views.remove(name);
+        ctx.state.crds.forget(name);
     }
     for k in kinds_of(crd) {
         let (items, _) = ctx.store.list(&k, None);
@@ -139,15 +81,6 @@ pub fn on_delete(ctx: &SimContext, crd: &Value) {
         }
         ctx.store.unregister_kind(&k);
     }
-}
-
-/// The OpenAPI v3 schema of a served version.
-pub fn schema_of(crd: &Value, version: &str) -> Option<Value> {
-    crd["spec"]["versions"]
-        .as_array()?
-        .iter()
-        .find(|v| v["name"] == version)
-        .map(|v| v["schema"]["openAPIV3Schema"].clone())
 }
 
 fn quote(v: &Value) -> String {
