@@ -1,5 +1,6 @@
 //! Scale run of the agent: kerf-sim (in this process) with N Deployments of P pods written
-//! straight into its store (its controllers and kubelet make and start the pods), the dev hub with one recommendation per workload (a share of
+//! straight into its store (with their ReplicaSets and bound pods, which its kubelet
+//! starts), the dev hub with one recommendation per workload (a share of
 //! them a change, the rest equal to the requests), a policy in auto-patch with the
 //! in-place strategy, and `kerf-agent run` as a separate process. Prints one JSON line:
 //! cache sync, every rsr with a phase, every change Applied, the agent's RSS after the
@@ -22,6 +23,7 @@ use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
 use kerf_testkit::{
     AgentBuild, App, KillOnDrop, agent_binary, agent_run, deployment_json, free_port,
+    seed_deployment,
 };
 use kube::Api;
 use kube::api::ListParams;
@@ -42,6 +44,8 @@ struct Args {
     baseline: Option<PathBuf>,
     agent_args: Vec<String>,
     agent_log: String,
+    /// A command the agent runs under (a profiler), split at spaces.
+    agent_wrapper: Option<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -53,6 +57,7 @@ fn parse_args() -> anyhow::Result<Args> {
         baseline: None,
         agent_args: Vec::new(),
         agent_log: "warn".to_owned(),
+        agent_wrapper: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,9 +73,11 @@ fn parse_args() -> anyhow::Result<Args> {
             "--baseline" => a.baseline = Some(value()?.into()),
             "--agent-arg" => a.agent_args.push(value()?),
             "--agent-log" => a.agent_log = value()?,
+            "--agent-wrapper" => a.agent_wrapper = Some(value()?),
             other => anyhow::bail!(
                 "unknown argument {other}; known: --workloads --pods-per-workload \
-                 --change-share --idle-seconds --baseline --agent-arg --agent-log"
+                 --change-share --idle-seconds --baseline --agent-arg --agent-log \
+                 --agent-wrapper"
             ),
         }
     }
@@ -90,30 +97,29 @@ fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
     deployment_json(ns, name, replicas, app)
 }
 
-/// Writes Deployment `d` into the store; the sim's controllers make its ReplicaSet and
-/// pods, and its kubelet starts them.
+/// Writes Deployment `d` with its ReplicaSet and bound pods into the store; the sim's
+/// kubelet starts the pods.
 fn populate_one(ctx: &SimContext, d: usize, per: usize) -> anyhow::Result<()> {
     let (ns, name) = (namespace(d), format!("app-{d}"));
-    ctx.store
-        .create(&gvr::DEPLOYMENTS, deployment(&ns, &name, per), "kubectl")?;
-    Ok(())
+    seed_deployment(ctx, deployment(&ns, &name, per), per, d * per)
 }
 
-/// Waits until the store holds `want` Ready pods.
-async fn wait_pods(ctx: &SimContext, want: usize) -> anyhow::Result<f64> {
-    wait_until("every pod Ready", Duration::from_secs(3600), 4, || async {
-        let (pods, _) = ctx.store.list(&gvr::PODS, None);
-        let ready = pods
-            .iter()
-            .filter(|p| {
-                p["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
+/// Waits until every Deployment reports all its replicas available.
+async fn wait_available(ctx: &SimContext) -> anyhow::Result<f64> {
+    wait_until(
+        "every Deployment available",
+        Duration::from_secs(3600),
+        4,
+        || async {
+            let (deps, _) = ctx.store.list(&gvr::DEPLOYMENTS, None);
+            deps.iter().all(|d| {
+                let want = d.pointer("/spec/replicas").and_then(Value::as_i64);
+                d.pointer("/status/availableReplicas")
+                    .and_then(Value::as_i64)
+                    == want
             })
-            .count();
-        ready >= want
-    })
+        },
+    )
     .await
 }
 
@@ -193,7 +199,18 @@ struct Agent {
 fn start_agent(sim: &Sim, hub: &str, args: &Args) -> anyhow::Result<Agent> {
     let port = free_port()?;
     let bin = agent_binary(AgentBuild::Plain)?;
-    let child = agent_run(&bin, CLUSTER, hub, "10s")
+    let mut cmd = agent_run(&bin, CLUSTER, hub, "10s");
+    if let Some(wrapper) = &args.agent_wrapper {
+        // The wrapper's words, then the agent's command line as `agent_run` made it.
+        let mut words = wrapper.split_whitespace();
+        let mut wrapped = std::process::Command::new(words.next().unwrap_or("env"));
+        wrapped
+            .args(words)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        cmd = wrapped;
+    }
+    let child = cmd
         .env("KUBECONFIG", sim.kubeconfig_path())
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .args(["--log-filter", &args.agent_log])
@@ -434,10 +451,10 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     })
     .await?;
     populate(sim.context(), &args)?;
-    let pods_s = wait_pods(sim.context(), args.workloads * args.pods).await?;
+    let pods_s = wait_available(sim.context()).await?;
     eprintln!(
-        "{} pods Ready after {pods_s:.1} s",
-        args.workloads * args.pods
+        "{} Deployments of {} pods available after {pods_s:.1} s",
+        args.workloads, args.pods
     );
     apply_cluster_objects(&sim.client()).await?;
     let hub = kerf_sim::hub::start(kerf_sim::hub::DevHubConfig::default()).await?;

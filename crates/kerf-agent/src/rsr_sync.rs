@@ -293,7 +293,9 @@ pub struct SyncReport {
 /// Syncs every recommendation of `list` into rsrs, and marks rsrs the list no longer
 /// covers. Writes only what differs; one failing rsr does not stop the others. Up to
 /// `concurrency` rsrs are written at once; workloads of one namespace that share a name
-/// (and so may compete for one rsr name) are synced one after the other.
+/// (and so may compete for one rsr name) are synced one after the other. `handled` is
+/// called with the workloads of each recommendation once it is synced (written, found
+/// unchanged or failed); the withdrawals come after every recommendation.
 pub async fn sync(
     client: &kube::Client,
     cache: &CacheSet,
@@ -301,6 +303,7 @@ pub async fn sync(
     approvals: &[Approval],
     now: DateTime<Utc>,
     concurrency: usize,
+    handled: impl Fn(Vec<WorkloadKey>),
 ) -> (SyncReport, Vec<SyncError>) {
     let mut report = SyncReport::default();
     let mut errors = Vec::new();
@@ -319,9 +322,15 @@ pub async fn sync(
         let group = (rec.workload.namespace.clone(), rec.workload.name.clone());
         groups.entry(group).or_default().push((rec, workload));
     }
+    let handled = &handled;
     let jobs: Vec<_> = groups
         .into_values()
-        .map(|group| sync_group(client, cache, group, approvals, now))
+        .map(|group| async move {
+            let keys = group.iter().map(|(_, w)| w.key.clone()).collect();
+            let out = sync_group(client, cache, group, approvals, now).await;
+            handled(keys);
+            out
+        })
         .collect();
     let results: Vec<_> = futures::stream::iter(jobs)
         .buffer_unordered(concurrency.max(1))

@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
-use kerf_sim::controllers::common::template_hash;
 use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
-use kerf_testkit::{BENCH_APP, deployment_json};
+use kerf_testkit::{BENCH_APP, deployment_json, seed_deployment};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -161,48 +160,10 @@ fn load(ctx: &SimContext, args: Args) -> anyhow::Result<()> {
     }
     for d in 0..args.deployments {
         let ns = format!("scale-{}", d % NAMESPACES);
-        let dep = ctx.store.create(
-            &gvr::DEPLOYMENTS,
-            deployment_json(&ns, &format!("app-{d}"), args.pods, BENCH_APP),
-            "kubectl",
-        )?;
-        let rs = ctx.store.create(
-            &gvr::REPLICASETS,
-            replica_set(&dep, args.pods),
-            "kube-controller-manager",
-        )?;
-        for p in 0..args.pods {
-            let node = kerf_sim::sim::node_name((d * args.pods + p) % ctx.config.nodes + 1);
-            let pod = kerf_sim::controllers::common::pod_from_template(
-                &rs["spec"]["template"],
-                &rs,
-                &format!("{}-{p:05}", rs["metadata"]["name"].as_str().unwrap_or("")),
-                &[],
-            );
-            let mut pod = pod;
-            pod["spec"]["nodeName"] = json!(node);
-            ctx.store
-                .create(&gvr::PODS, pod, "kube-controller-manager")?;
-        }
+        let dep = deployment_json(&ns, &format!("app-{d}"), args.pods, BENCH_APP);
+        seed_deployment(ctx, dep, args.pods, d * args.pods)?;
     }
     Ok(())
-}
-
-fn replica_set(dep: &Value, replicas: usize) -> Value {
-    let template = dep["spec"]["template"].clone();
-    let hash = template_hash(&template);
-    let mut template = template;
-    template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
-    let mut selector = dep["spec"]["selector"].clone();
-    selector["matchLabels"]["pod-template-hash"] = json!(hash);
-    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": format!("{}-{hash}", dep["metadata"]["name"].as_str().unwrap_or("")),
-            "namespace": dep["metadata"]["namespace"],
-            "labels": template["metadata"]["labels"],
-            "annotations": {"deployment.kubernetes.io/revision": "1",
-                "deployment.kubernetes.io/desired-replicas": replicas.to_string()},
-            "ownerReferences": [kerf_sim::controllers::common::owner_ref(dep)]},
-        "spec": {"replicas": replicas, "minReadySeconds": 0, "selector": selector, "template": template}})
 }
 
 /// User plus system CPU time of this process, from /proc/self/stat.

@@ -1,6 +1,9 @@
 //! Objects tests and benchmarks write into a cluster.
 
 use kerf_api::hub::Recommendation;
+use kerf_sim::controllers::common::{owner_ref, pod_from_template, template_hash};
+use kerf_sim::sim::SimContext;
+use kerf_sim::store::gvr;
 use serde_json::{Value, json};
 
 /// The container of a [`deployment_json`]: its image, requests and limits (cpu, memory).
@@ -58,4 +61,54 @@ pub fn hub_recommendation(
         "containers": [{"name": "app", "requests": {"cpu": cpu, "memory": memory},
             "confidence": confidence}],
     }))?)
+}
+
+/// Writes Deployment `dep` of `replicas` pods into the store as the sim's controllers and
+/// scheduler would have left it: with its ReplicaSet (named with the controller's template
+/// hash) and `replicas` pods bound round-robin to the nodes, not yet started (the kubelet
+/// starts them). `first_pod` places the first pod on node `first_pod % nodes + 1`.
+/// Filling a large cluster this way skips the controllers' and the scheduler's creations.
+pub fn seed_deployment(
+    ctx: &SimContext,
+    dep: Value,
+    replicas: usize,
+    first_pod: usize,
+) -> anyhow::Result<()> {
+    let dep = ctx.store.create(&gvr::DEPLOYMENTS, dep, "kubectl")?;
+    let rs = ctx.store.create(
+        &gvr::REPLICASETS,
+        replica_set(&dep, replicas),
+        "kube-controller-manager",
+    )?;
+    let rs_name = rs["metadata"]["name"].as_str().unwrap_or_default();
+    for p in 0..replicas {
+        let node = kerf_sim::sim::node_name((first_pod + p) % ctx.config.nodes + 1);
+        let mut pod = pod_from_template(
+            &rs["spec"]["template"],
+            &rs,
+            &format!("{rs_name}-{p:05}"),
+            &[],
+        );
+        pod["spec"]["nodeName"] = json!(node);
+        ctx.store
+            .create(&gvr::PODS, pod, "kube-controller-manager")?;
+    }
+    Ok(())
+}
+
+/// The ReplicaSet the Deployment controller makes for `dep`'s first revision.
+fn replica_set(dep: &Value, replicas: usize) -> Value {
+    let mut template = dep["spec"]["template"].clone();
+    let hash = template_hash(&template);
+    template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+    let mut selector = dep["spec"]["selector"].clone();
+    selector["matchLabels"]["pod-template-hash"] = json!(hash);
+    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": format!("{}-{hash}", dep["metadata"]["name"].as_str().unwrap_or("")),
+            "namespace": dep["metadata"]["namespace"],
+            "labels": template["metadata"]["labels"],
+            "annotations": {"deployment.kubernetes.io/revision": "1",
+                "deployment.kubernetes.io/desired-replicas": replicas.to_string()},
+            "ownerReferences": [owner_ref(dep)]},
+        "spec": {"replicas": replicas, "minReadySeconds": 0, "selector": selector, "template": template}})
 }

@@ -30,7 +30,7 @@ mod process;
 
 pub use ca::{Leaf, TestCa};
 pub use chart::{chart_dir, helm, repo_root, template};
-pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation};
+pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation, seed_deployment};
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
 pub use process::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
 

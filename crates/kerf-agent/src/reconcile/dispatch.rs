@@ -90,6 +90,13 @@ impl<K: Clone + Eq + Hash> Queue<K> {
         self.queued.len()
     }
 
+    /// Takes every key waiting for a slot out of the queue (keys in a pass stay, and so
+    /// does a mark to run them again).
+    pub fn take_ready(&mut self) -> Vec<K> {
+        self.queued.clear();
+        self.lanes.iter_mut().flat_map(std::mem::take).collect()
+    }
+
     /// The keys in a pass.
     pub fn running_keys(&self) -> HashSet<K> {
         self.running.clone()

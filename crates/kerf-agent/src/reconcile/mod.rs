@@ -17,6 +17,7 @@ pub mod hpa_step;
 pub mod hub_sync;
 mod key;
 pub mod memory;
+mod mirror;
 pub mod ondelete_step;
 pub mod pass;
 pub mod policies;
@@ -154,8 +155,8 @@ pub struct Reconciler {
     watcher: Arc<crate::health::Watcher>,
     /// Turns true once the hub poll of this term finished its first round.
     first_poll: Option<watch::Receiver<bool>>,
-    /// An rsr sync was skipped or cut off by an API server outage.
-    rsr_sync_owed: bool,
+    /// The mirroring of the recommendations into rsrs, beside the passes.
+    mirror: mirror::Mirror,
     /// Delivery reports waiting for passes to end.
     held: Vec<dispatch::HeldReport>,
 }
@@ -184,7 +185,7 @@ impl Reconciler {
             memory: Memory::default(),
             watcher,
             first_poll: None,
-            rsr_sync_owed: false,
+            mirror: mirror::Mirror::default(),
             held: Vec::new(),
         }
     }
@@ -243,74 +244,50 @@ impl Reconciler {
         }
     }
 
-    /// Mirrors the hub's recommendations into rsrs. While the API server does not answer
-    /// nothing is sent: the sync is owed and made once it answers again.
-    async fn sync_rsrs(&mut self) {
-        self.rsr_sync_owed = !self.ctx.api_health.is_up();
-        if self.rsr_sync_owed {
-            return;
+    /// Starts mirroring the hub state passes read into rsrs ([`mirror`]); the workloads
+    /// waiting for a slot wait for it. Returns the workloads that need not wait.
+    fn start_mirror(&mut self, queue: &mut dispatch::Queue<WorkloadKey>) -> BTreeSet<WorkloadKey> {
+        let waiting = queue.take_ready();
+        self.mirror.start(&self.ctx, &self.hub_now, waiting)
+    }
+
+    /// The running mirroring ended: the workloads that waited for it, or, when another
+    /// mirroring was asked for meanwhile, that one starts and they wait for it.
+    fn mirror_ended(
+        &mut self,
+        queue: &mut dispatch::Queue<WorkloadKey>,
+        ended: Result<mirror::Mirrored, tokio::task::JoinError>,
+    ) -> BTreeSet<WorkloadKey> {
+        if self.mirror.finish(ended, self.ctx.api_health.is_up()) {
+            return self.start_mirror(queue);
         }
-        let hub = self.hub_now.clone();
-        let Some(list) = hub.last_good_recommendations.as_ref() else {
-            return;
-        };
-        let approvals = hub
-            .last_good_config
-            .as_ref()
-            .map(|c| c.value.approvals.clone())
-            .unwrap_or_default();
-        let now = self.ctx.clock.now();
-        let started = std::time::Instant::now();
-        let (report, errors) = crate::rsr_sync::sync(
-            &self.ctx.client,
-            &self.ctx.cache,
-            &list.value,
-            &approvals,
-            now,
-            usize::try_from(self.ctx.settings.reconcile.concurrency).unwrap_or(1),
-        )
-        .await;
-        tracing::debug!(
-            took_ms = started.elapsed().as_millis(),
-            applied = report.applied.len(),
-            withdrawn = report.withdrawn.len(),
-            "rsrs synced"
-        );
-        let up = self.ctx.api_health.is_up();
-        self.rsr_sync_owed = !errors.is_empty() && !up;
-        for e in errors {
-            if up {
-                tracing::warn!(error = %e, category = e.category(), "rsr sync failed");
-            } else {
-                // `/readyz` and the watches report the outage; one line per rsr is noise.
-                tracing::debug!(error = %e, category = e.category(), "rsr sync failed");
-            }
-        }
+        self.mirror.release()
     }
 
     /// Runs until shutdown or until this replica stops leading. The passes run from a
     /// [`dispatch::Queue`]: each trigger marks workloads ready, and a pass starts whenever
-    /// a slot is free, while the loop keeps taking triggers.
+    /// a slot is free, while the loop keeps taking triggers. The recommendations are
+    /// mirrored into rsrs beside the passes ([`mirror`]).
     pub async fn run(mut self) {
         let mut changes = self.ctx.cache.subscribe();
         let mut shutdown = self.ctx.shutdown.clone();
         let mut leader = self.ctx.leader.clone();
         self.restore_pending();
         self.wait_first_poll().await;
-        // What the first sync mirrors is seen: only a later change of the hub state
+        // What the first mirroring mirrors is seen: only a later change of the hub state
         // decides everything again.
         self.hub_now = Arc::new(self.hub.borrow_and_update().clone());
-        self.sync_rsrs().await;
         let limit = usize::try_from(self.ctx.settings.reconcile.concurrency).unwrap_or(1);
         let mut queue = dispatch::Queue::new(limit);
         let mut running = Running::new();
-        let mut dirty = self.all_keys();
+        let mut dirty = self.start_mirror(&mut queue);
+        dirty.extend(self.all_keys());
         let mut resync = tokio::time::interval(RESYNC);
         let mut resyncs = 0u32;
         let mut policies_seen = None;
         loop {
-            if self.rsr_sync_owed && self.ctx.api_health.is_up() {
-                self.sync_rsrs().await;
+            if self.mirror.owed && self.ctx.api_health.is_up() {
+                dirty.extend(self.start_mirror(&mut queue));
             }
             self.enqueue(&mut queue, std::mem::take(&mut dirty));
             self.start_passes(&mut queue, &mut running);
@@ -328,25 +305,22 @@ impl Reconciler {
                 r = self.hub.changed() => {
                     if r.is_err() { break; }
                     self.hub_now = Arc::new(self.hub.borrow_and_update().clone());
-                    self.sync_rsrs().await;
-                    dirty = self.every_key("hub state");
+                    dirty = self.start_mirror(&mut queue);
+                    dirty.extend(self.every_key("hub state"));
+                }
+                Some(keys) = mirror::next_handled(&mut self.mirror.progress) => dirty.extend(self.mirror.handled(keys)),
+                ended = mirror::join(&mut self.mirror.task), if self.mirror.task.is_some() => {
+                    dirty.extend(self.mirror_ended(&mut queue, ended));
                 }
                 Some(report) = self.acks.recv() => {
                     dirty.extend(self.take_report(&queue, report));
                     dirty.extend(self.pending_holders());
                 }
-                _ = tokio::time::sleep(sleep) => {
-                    let now = self.ctx.clock.now();
-                    // A fetch may have moved `fresh_until` since the timer was set.
-                    if stale_at.is_some_and(|t| t <= now) && !self.hub.borrow().is_fresh(now) {
-                        dirty = self.every_key("hub state stale");
-                    }
-                    dirty.extend(self.memory.schedule.take_due(now));
-                }
+                _ = tokio::time::sleep(sleep) => dirty.extend(self.woken(stale_at)),
                 _ = resync.tick() => {
                     self.prune_acked();
                     policies_seen = None;
-                    self.sync_rsrs().await;
+                    dirty.extend(self.start_mirror(&mut queue));
                     resyncs = resyncs.wrapping_add(1);
                     if resyncs.is_multiple_of(DECIDE_EVERY_RESYNCS) {
                         dirty = self.every_key("periodic");
@@ -361,6 +335,19 @@ impl Reconciler {
         while let Some(ended) = running.next().await {
             self.finish(&mut queue, ended);
         }
+    }
+
+    /// The workloads due when the loop's timer fired: those whose own timer is due, every
+    /// one when the hub state turned stale (a fetch may have moved `fresh_until` since the
+    /// timer was set).
+    fn woken(&mut self, stale_at: Option<DateTime<Utc>>) -> BTreeSet<WorkloadKey> {
+        let now = self.ctx.clock.now();
+        let mut due = BTreeSet::new();
+        if stale_at.is_some_and(|t| t <= now) && !self.hub.borrow().is_fresh(now) {
+            due = self.every_key("hub state stale");
+        }
+        due.extend(self.memory.schedule.take_due(now));
+        due
     }
 
     /// The workloads whose rsr still lists an acknowledged lifecycle event as pending.
@@ -440,7 +427,7 @@ impl Reconciler {
             (a, b) => a.or(b),
         };
         let mut sleep = next.map_or(RESYNC, |at| (at - now).to_std().unwrap_or_default());
-        if self.rsr_sync_owed {
+        if self.mirror.owed {
             // Looks again soon for the API server's return.
             sleep = sleep.min(API_RECHECK.to_std().unwrap_or(RESYNC));
         }
@@ -450,13 +437,17 @@ impl Reconciler {
     /// Marks `keys` ready for a pass, a rollback or a change in flight first, then those
     /// under a running health watch, so resuming what was cut off (the first pass after a
     /// restart) does not wait behind idle workloads. A workload that backs off is left to
-    /// its timer.
-    fn enqueue(&self, queue: &mut dispatch::Queue<WorkloadKey>, keys: BTreeSet<WorkloadKey>) {
+    /// its timer; one the running mirroring has not handled yet waits for it.
+    fn enqueue(&mut self, queue: &mut dispatch::Queue<WorkloadKey>, keys: BTreeSet<WorkloadKey>) {
         let now = self.ctx.clock.now();
         for key in keys {
             if let Some((_, until)) = self.memory.schedule.backoff.get(&key)
                 && *until > now
             {
+                continue;
+            }
+            if !self.mirror.settled(&key) {
+                self.mirror.park(key);
                 continue;
             }
             let rank = self
