@@ -444,13 +444,12 @@ fn check_baseline(path: &PathBuf, result: &Value) -> anyhow::Result<()> {
 async fn run(args: Args) -> anyhow::Result<Value> {
     // 15 pods of 200m on a node of 4 CPUs.
     let nodes = (args.workloads * args.pods).div_ceil(15).max(3);
-    let sim = Sim::start(SimConfig {
+    let config = SimConfig {
         nodes,
         node_max_pods: 250,
         ..SimConfig::default()
-    })
-    .await?;
-    populate(sim.context(), &args)?;
+    };
+    let sim = Sim::start_filled(config, |ctx| populate(ctx, &args)).await?;
     let pods_s = wait_available(sim.context()).await?;
     eprintln!(
         "{} Deployments of {} pods available after {pods_s:.1} s",

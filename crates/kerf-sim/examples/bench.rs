@@ -194,9 +194,9 @@ fn round(x: f64) -> f64 {
 
 /// Part 2: a loaded cluster at rest.
 async fn at_rest(args: Args) -> anyhow::Result<Value> {
-    let sim = Sim::start(config(args.deployments * args.pods)).await?;
     let start = Instant::now();
-    load(sim.context(), args)?;
+    let sim =
+        Sim::start_filled(config(args.deployments * args.pods), |ctx| load(ctx, args)).await?;
     let loaded = start.elapsed();
     let settled = settle(
         sim.context(),

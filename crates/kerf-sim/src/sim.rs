@@ -31,6 +31,16 @@ impl Sim {
     /// the `default`, `kube-system`, `kube-public` and `kube-node-lease` namespaces, then the
     /// controllers and the kubelet.
     pub async fn start(config: SimConfig) -> anyhow::Result<Sim> {
+        Sim::start_filled(config, |_| Ok(())).await
+    }
+
+    /// The same, with `fill` writing objects straight into the store before the
+    /// controllers and the kubelet start, as if they had been there all along: the
+    /// controllers then find them at their first list and race no write of `fill`.
+    pub async fn start_filled(
+        config: SimConfig,
+        fill: impl FnOnce(&SimContext) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Sim> {
         let ctx = SimContext::new(config);
         let clock = ctx.clock.clone();
         ctx.store.set_time_source(Arc::new(move || clock.now()));
@@ -47,6 +57,7 @@ impl Sim {
         };
         crate::api::kubeconfig::write(&kubeconfig, &url, &tls.ca_pem)?;
         seed(&ctx)?;
+        fill(&ctx)?;
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = vec![tokio::spawn(crate::api::server::serve(
             ctx.clone(),
