@@ -31,8 +31,9 @@ pub struct HubSync {
     ctx: Context,
     /// The state as last read from or written to the ConfigMap.
     persisted: Option<Persisted>,
-    /// The inventory the hub last accepted.
-    inventory_sent: Option<Inventory>,
+    /// The digest of the inventory the hub last accepted (the inventory itself is about
+    /// 1 KB a workload: 10 MB at 10,000 kept for one comparison a poll).
+    inventory_sent: Option<InventoryDigest>,
     /// Polls since the inventory was last put.
     polls_since_inventory: u32,
 }
@@ -132,13 +133,14 @@ impl HubSync {
         self.polls_since_inventory = self.polls_since_inventory.saturating_add(1);
         let inv = inventory(&self.ctx.cache, &self.client.state(), &self.ctx.settings);
         let due = self.polls_since_inventory >= INVENTORY_EVERY_POLLS;
-        if !due && self.inventory_sent.as_ref() == Some(&inv) {
+        let digest = inventory_digest(&inv);
+        if !due && digest.is_some() && self.inventory_sent == digest {
             return;
         }
         match self.client.put_inventory(&inv).await {
             Ok(()) => {
                 tracing::debug!(workloads = inv.workloads.len(), "inventory put");
-                self.inventory_sent = Some(inv);
+                self.inventory_sent = digest;
                 self.polls_since_inventory = 0;
             }
             Err(e) => {
@@ -147,6 +149,16 @@ impl HubSync {
             }
         }
     }
+}
+
+/// The SHA-256 of an inventory's JSON.
+type InventoryDigest = [u8; 32];
+
+/// The digest of `inv` (none if it does not serialize: then it is always put).
+fn inventory_digest(inv: &Inventory) -> Option<InventoryDigest> {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(inv).ok()?;
+    Some(Sha256::digest(&json).into())
 }
 
 /// The inventory of every workload in the caches, sorted by namespace, kind and name:
