@@ -6,7 +6,8 @@
 //! server answers every request with a fixed body. For 1, 16 and 64 connections, each
 //! connection sends its next request when the previous answer arrived (closed loop) for
 //! `--seconds`; then a paced run sends `--rate` requests per second over 16 connections and
-//! takes each latency from the time the request was due. Prints one JSON line per run and
+//! takes each latency from the time the request was due, or from when it was sent when the
+//! connection was free by then (see [`connection`]). Prints one JSON line per run and
 //! a summary line with the ratios.
 //!
 //! Run: `cargo run --release -p kerf-agent --example webhook_load -- --workloads 10000`
@@ -159,7 +160,11 @@ async fn send(sender: &mut Sender, path: &str, body: String) -> anyhow::Result<(
 }
 
 /// One connection's loop: closed (next request when the answer came) or paced (a request
-/// every `pace`, its latency taken from when it was due). Latencies in microseconds.
+/// every `pace`). Latencies in microseconds. A paced request's latency is taken from when
+/// it was due if the answer before it came after that (the server held it up: no
+/// coordinated omission), else from when it was sent: the gap between due and sent is then
+/// only this client's timer waking late (tokio's timers have millisecond granularity), which
+/// would otherwise add up to a millisecond to every paced latency, the bare server's too.
 async fn connection(
     tls: tokio_rustls::TlsConnector,
     target: Target,
@@ -175,18 +180,21 @@ async fn connection(
         t
     });
     let mut i = first;
+    let mut answered = Instant::now();
     while Instant::now() < until {
         let due = match &mut ticker {
             Some(t) => t.tick().await.into_std(),
             None => Instant::now(),
         };
+        let from = if answered > due { due } else { Instant::now() };
         send(
             &mut sender,
             target.path,
             target.bodies[i % target.bodies.len()].clone(),
         )
         .await?;
-        latencies.push(u32::try_from(due.elapsed().as_micros()).unwrap_or(u32::MAX));
+        answered = Instant::now();
+        latencies.push(u32::try_from((answered - from).as_micros()).unwrap_or(u32::MAX));
         i += 7919;
     }
     Ok(latencies)
