@@ -71,7 +71,12 @@ async fn rb_05_an_oom_kill_after_a_memory_change_breaches_at_the_pod_update() {
     let before = rig.pods(&[("a", 1, Some("OOMKilled"))]);
     let step = rig.step(&w, &before, Duration::zero()).await;
     assert!(matches!(step, HealthStep::Watching { .. }), "{step:?}");
-    let b = &rig.status.watch.as_ref().unwrap().baselines["uid-a"]["app"];
+    let watch = rig.status.watch.as_ref().unwrap();
+    let b = watch
+        .baselines
+        .get("uid-a")
+        .and_then(|c| c.get("app"))
+        .unwrap();
     assert_eq!((b.restarts, b.oom_kills), (1, 1));
     // The next pod update shows one more OOM kill: breach at once, memory only.
     let after = rig.pods(&[("a", 2, Some("OOMKilled"))]);

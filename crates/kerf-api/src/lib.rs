@@ -11,6 +11,7 @@ pub mod policy;
 pub mod quantity;
 pub mod rsr;
 pub mod validate;
+pub mod vecmap;
 pub mod wellknown;
 
 pub use condition::{Condition, ConditionStatus};
@@ -24,6 +25,7 @@ pub use quantity::{Quantity, Resource, ResourceRequirements, ResourceValues};
 pub use rsr::{
     RightsizingRecommendation, RightsizingRecommendationSpec, RightsizingRecommendationStatus,
 };
+pub use vecmap::VecMap;
 
 /// The CRDs of Kerf's custom resources as YAML documents, in a stable order: what
 /// `kerf-agent crds` prints and `config/crds/` holds.

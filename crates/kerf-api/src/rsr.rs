@@ -1,7 +1,7 @@
 //! `RightsizingRecommendation` (rsr): one per workload, the hub's recommendation mirrored
 //! next to its workload (spec) and what the agent did with it (status).
 
-use std::collections::BTreeMap;
+use crate::vecmap::VecMap;
 
 use chrono::{DateTime, Utc};
 use kube::CustomResource;
@@ -449,8 +449,8 @@ pub struct WatchStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<DateTime<Utc>>,
     /// Baselines per pod UID and container.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub baselines: BTreeMap<String, BTreeMap<String, Baseline>>,
+    #[serde(default, skip_serializing_if = "VecMap::is_empty")]
+    pub baselines: VecMap<String, VecMap<String, Baseline>>,
     /// Counters of pods beyond the per-pod cap, summed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregated: Option<Baseline>,
@@ -495,8 +495,8 @@ pub struct ReportedKey {
     pub policy_hash: String,
     /// The recommended values when reported, per `container/resource`, to compare against
     /// the tolerance.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub values: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "VecMap::is_empty")]
+    pub values: VecMap<String, String>,
 }
 
 /// What the agent did with the recommendation.

@@ -19,10 +19,10 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::Resource;
 use kerf_api::event::EventType;
 use kerf_api::rsr::{ReportedKey, RightsizingRecommendationSpec};
 use kerf_api::wellknown::{REASON_OOM_KILLED, REASON_RESTART_POLICY_REQUIRED, REASON_THROTTLED};
+use kerf_api::{Resource, VecMap};
 use sha2::{Digest, Sha256};
 
 /// Why a report cannot be de-duplicated.
@@ -170,7 +170,7 @@ pub fn should_emit(
 /// A value that appeared or disappeared counts as moved; so does a last reported value
 /// that does not parse.
 pub fn values_moved(
-    last: &BTreeMap<String, String>,
+    last: &VecMap<String, String>,
     now: &RecommendedValues,
     tolerance_milli_percent: u32,
 ) -> bool {

@@ -132,11 +132,16 @@ pub struct RsrEntry {
 }
 
 impl RsrEntry {
-    /// Converts a watched object.
+    /// Converts a watched object. The cached metadata leaves out the labels: the workload
+    /// they name is `workload`, and nothing else reads them from the cache (each label map
+    /// is a B-tree node of about 540 bytes, for every rsr).
     pub fn from_dynamic(mut obj: DynamicObject, interner: &mut Interner) -> RsrEntry {
         strip_meta(&mut obj);
         let namespace = interner.intern(obj.metadata.namespace.as_deref().unwrap_or_default());
-        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        let labels = obj.metadata.labels.take().unwrap_or_default();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let generation = obj.metadata.generation;
+        let resource_version = obj.metadata.resource_version.clone().unwrap_or_default();
         let rsr = convert_part(&mut obj.data, "spec")
             .and_then(|s| {
                 s.ok_or_else(|| ConversionError {
@@ -147,7 +152,7 @@ impl RsrEntry {
             .and_then(|spec| {
                 let status = convert_part(&mut obj.data, "status")?;
                 Ok(RightsizingRecommendation {
-                    metadata: obj.metadata.clone(),
+                    metadata: std::mem::take(&mut obj.metadata),
                     spec,
                     status,
                 })
@@ -163,9 +168,9 @@ impl RsrEntry {
                 name: interner.intern(&name),
             });
         RsrEntry {
-            name: obj.metadata.name.clone().unwrap_or_default(),
-            generation: obj.metadata.generation,
-            resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
+            name,
+            generation,
+            resource_version,
             namespace,
             workload,
             rsr,

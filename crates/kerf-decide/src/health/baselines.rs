@@ -114,14 +114,32 @@ impl WatchBaselines {
     /// The baselines a watch status holds.
     pub fn from_status(status: &WatchStatus) -> WatchBaselines {
         WatchBaselines {
-            pods: status.baselines.clone(),
+            pods: status
+                .baselines
+                .iter()
+                .map(|(uid, c)| {
+                    (
+                        uid.clone(),
+                        c.iter().map(|(n, b)| (n.clone(), b.clone())).collect(),
+                    )
+                })
+                .collect(),
             aggregated: status.aggregated.clone(),
         }
     }
 
     /// Writes the baselines into a watch status.
     pub fn write_to(&self, status: &mut WatchStatus) {
-        status.baselines = self.pods.clone();
+        status.baselines = self
+            .pods
+            .iter()
+            .map(|(uid, c)| {
+                (
+                    uid.clone(),
+                    c.iter().map(|(n, b)| (n.clone(), b.clone())).collect(),
+                )
+            })
+            .collect();
         status.aggregated = self.aggregated.clone();
     }
 }
