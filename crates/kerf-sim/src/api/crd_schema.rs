@@ -318,7 +318,25 @@ pub fn validate(
     Err(ApiError::invalid(g.kind, g.group, name, &causes))
 }
 
+/// Whether a schema has an `x-kubernetes-validations` rule anywhere in it.
+fn has_rules(c: &CompiledSchema) -> bool {
+    !c.validations.is_empty()
+        || c.properties.values().any(has_rules)
+        || [&c.items, &c.additional_properties]
+            .into_iter()
+            .any(|s| s.as_deref().is_some_and(has_rules))
+        || [&c.all_of, &c.one_of, &c.any_of]
+            .into_iter()
+            .any(|v| v.iter().any(has_rules))
+}
+
 fn cel_causes(compiled: &CompiledSchema, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    // Without a rule there is nothing to evaluate, and kube-cel would still convert every
+    // subtree of the object to CEL values at every node (the rsr CRD has no rule, and its
+    // status updates are most of the writes a pass over many workloads makes).
+    if !has_rules(compiled) {
+        return Vec::new();
+    }
     match kube_cel::validate_compiled(compiled, obj, old) {
         Ok(()) => Vec::new(),
         Err(errs) => errs
@@ -343,5 +361,34 @@ fn cel_causes(compiled: &CompiledSchema, obj: &Value, old: Option<&Value>) -> Ve
                 )
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiled_of(kind: &str) -> CompiledSchema {
+        let crds = kerf_api::crds_yaml().unwrap();
+        let crd = serde_yaml::Deserializer::from_str(&crds)
+            .map(|d| <serde_json::Value as serde::Deserialize>::deserialize(d).unwrap())
+            .find(|c| c["spec"]["names"]["kind"] == kind)
+            .unwrap();
+        kube_cel::compile_schema(&crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    }
+
+    #[test]
+    fn only_a_schema_with_a_rule_is_evaluated_with_cel() {
+        assert!(has_rules(&compiled_of("RightsizingPolicy")));
+        assert!(!has_rules(&compiled_of("RightsizingRecommendation")));
+    }
+
+    #[test]
+    fn a_policy_rule_still_rejects_what_it_names() {
+        let compiled = compiled_of("RightsizingPolicy");
+        let bad = json!({"apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
+            "metadata": {"name": "p"},
+            "spec": {"apply": {"canary": {"pods": "0%", "duration": "5m"}}}});
+        assert!(!cel_causes(&compiled, &bad, None).is_empty());
     }
 }
