@@ -26,7 +26,6 @@ use kerf_testkit::{
     seed_deployment,
 };
 use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 
 const NAMESPACES: usize = 10;
@@ -268,18 +267,61 @@ impl Agent {
 }
 
 /// Counts of the rsrs: with a phase, and in phase Applied.
-async fn rsr_counts(client: &kube::Client) -> (usize, usize) {
+/// How many rsrs have a phase and how many are `Applied`, as a watch of the rsrs shows
+/// them: each change is seen when it happens, and nothing lists every rsr again and again
+/// (a list of 10,000 rsrs takes kerf-sim's CPU from the pass it measures).
+fn watch_phases(client: &kube::Client) -> (tokio::sync::watch::Receiver<(usize, usize)>, KillTask) {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
     let api: Api<RightsizingRecommendation> = Api::all(client.clone());
-    let Ok(list) = api.list(&ListParams::default()).await else {
-        return (0, 0);
-    };
-    let phases: Vec<String> = list
-        .items
-        .iter()
-        .filter_map(|r| Some(format!("{:?}", r.status.as_ref()?.phase.as_ref()?)))
-        .collect();
-    let applied = phases.iter().filter(|p| p.contains("Applied")).count();
-    (phases.len(), applied)
+    let (tx, rx) = tokio::sync::watch::channel((0, 0));
+    let task = tokio::spawn(async move {
+        let mut phases: BTreeMap<(String, String), bool> = BTreeMap::new();
+        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        while let Some(event) = events.next().await {
+            let (rsr, deleted) = match event {
+                Ok(Event::Apply(r) | Event::InitApply(r)) => (r, false),
+                Ok(Event::Delete(r)) => (r, true),
+                _ => continue,
+            };
+            let key = (
+                rsr.metadata.namespace.clone().unwrap_or_default(),
+                rsr.metadata.name.clone().unwrap_or_default(),
+            );
+            let phase = rsr.status.as_ref().and_then(|s| s.phase.as_ref());
+            match phase.filter(|_| !deleted) {
+                Some(p) => phases.insert(key, format!("{p:?}").contains("Applied")),
+                None => phases.remove(&key),
+            };
+            let applied = phases.values().filter(|a| **a).count();
+            tx.send_replace((phases.len(), applied));
+        }
+    });
+    (rx, KillTask(task))
+}
+
+/// Aborts its task when dropped.
+struct KillTask(tokio::task::JoinHandle<()>);
+
+impl Drop for KillTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Seconds until `done` holds for the counts, at most `limit`.
+async fn wait_counts(
+    what: &str,
+    rx: &mut tokio::sync::watch::Receiver<(usize, usize)>,
+    limit: Duration,
+    done: impl FnMut(&(usize, usize)) -> bool,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    match tokio::time::timeout(limit, rx.wait_for(done)).await {
+        Ok(Ok(_)) => Ok(start.elapsed().as_secs_f64()),
+        Ok(Err(_)) => anyhow::bail!("{what}: the rsr watch ended"),
+        Err(_) => anyhow::bail!("{what}: not reached within {limit:?}"),
+    }
 }
 
 async fn wait_until<F, Fut>(
@@ -303,8 +345,8 @@ where
         }
         // A look waits `spacing` times its own length before the next (at least 100 ms):
         // one that reads the whole store (100,000 pods take seconds to decode) waits four
-        // times, so the sim keeps its cores for its controllers and kubelet; the looks at
-        // the rsrs wait once, so the times they measure are late by one look at most.
+        // times, so the sim keeps its cores for its controllers and kubelet; cheap looks (the
+        // agent's readiness) wait once. The rsrs' phases are watched, not looked at.
         let pause = (looked.elapsed() * spacing).max(Duration::from_millis(100));
         tokio::time::sleep(pause).await;
     }
@@ -352,8 +394,11 @@ struct Pass {
     applied_s: f64,
 }
 
-async fn measure_pass(args: &Args, sim: &Sim, agent: &Agent) -> anyhow::Result<Pass> {
-    let client = sim.client();
+async fn measure_pass(
+    args: &Args,
+    mut counts: tokio::sync::watch::Receiver<(usize, usize)>,
+    agent: &Agent,
+) -> anyhow::Result<Pass> {
     let limit = Duration::from_secs(3600);
     let sync_s = wait_until("cache sync", limit, 1, || async {
         agent.get("/readyz").await.is_some_and(|(c, _)| c == 200)
@@ -361,14 +406,11 @@ async fn measure_pass(args: &Args, sim: &Sim, agent: &Agent) -> anyhow::Result<P
     .await?;
     let n = args.workloads;
     let changes = (0..n).filter(|d| is_change(*d, args.change_share)).count();
-    let phase_s = sync_s
-        + wait_until("every rsr with a phase", limit, 1, || async {
-            rsr_counts(&client).await.0 >= n
-        })
-        .await?;
+    let phase_s =
+        sync_s + wait_counts("every rsr with a phase", &mut counts, limit, |c| c.0 >= n).await?;
     let applied_s = phase_s
-        + wait_until("every change Applied", limit, 1, || async {
-            rsr_counts(&client).await.1 >= changes
+        + wait_counts("every change Applied", &mut counts, limit, |c| {
+            c.1 >= changes
         })
         .await?;
     Ok(Pass {
@@ -460,8 +502,9 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     hub.set_config(CLUSTER, Default::default());
     hub.set_recommendations(CLUSTER, recommendations(&args)?);
     sim.audit().reset();
+    let (counts, _rsr_watch) = watch_phases(&sim.client());
     let agent = start_agent(&sim, &hub.url(), &args)?;
-    let pass = measure_pass(&args, &sim, &agent).await?;
+    let pass = measure_pass(&args, counts, &agent).await?;
     let (writes, write_rate) = wave_rate(&sim);
     let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);
     let settle_s = wait_quiet(&sim).await;
