@@ -3,12 +3,12 @@
 //! Both servers present the same certificate and run on the same runtime. The webhook's
 //! index holds `--workloads` Deployments with live values (each with one ReplicaSet) and
 //! every request is a pod CREATE of one of them, so each answer is a JSON patch. The bare
-//! server answers every request with a fixed body. For 1, 16 and 64 connections, each
+//! server reads each request whole and answers it with a fixed body. For 1, 16 and 64 connections, each
 //! connection sends its next request when the previous answer arrived (closed loop) for
 //! `--seconds`; then a paced run sends `--rate` requests per second over 16 connections and
 //! takes each latency from the time the request was due, or from when it was sent when the
 //! connection was free by then (see [`connection`]). Prints one JSON line per run and
-//! a summary line with the ratios.
+//! a summary line with the ratios and the handler's own cost without HTTP and TLS.
 //!
 //! Run: `cargo run --release -p kerf-agent --example webhook_load -- --workloads 10000`
 
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use axum::body::Body;
+use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use kerf_agent::webhook::{self, ReloadingCert, SharedIndex};
 use kerf_api::RightsizingRecommendation;
@@ -116,7 +117,8 @@ fn review_body(i: usize) -> String {
     .to_string()
 }
 
-/// The bare server: the same TLS configuration, a fixed body for every request.
+/// The bare server: the same TLS configuration; it reads each request whole (as the
+/// webhook must before it can answer) and answers a fixed body.
 async fn serve_bare(listener: TcpListener, config: Arc<rustls::ServerConfig>) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     while let Ok((tcp, _)) = listener.accept().await {
@@ -125,8 +127,13 @@ async fn serve_bare(listener: TcpListener, config: Arc<rustls::ServerConfig>) {
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = hyper::service::service_fn(|_req| async {
-                Ok::<_, Infallible>(hyper::Response::new(Body::from(FIXED_BODY)))
+            let service = hyper::service::service_fn(|req: hyper::Request<Incoming>| async {
+                // The whole request is received before the answer, as the webhook must.
+                let received = axum::body::to_bytes(Body::new(req.into_body()), 1 << 20).await;
+                let status = if received.is_ok() { 200 } else { 400 };
+                let mut answer = hyper::Response::new(Body::from(FIXED_BODY));
+                *answer.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+                Ok::<_, Infallible>(answer)
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), service)
@@ -271,14 +278,15 @@ async fn start(
     args: Args,
     dir: &std::path::Path,
     ca_leaf: &kerf_testkit::Leaf,
-) -> anyhow::Result<(Target, Target)> {
+) -> anyhow::Result<(Target, Target, SharedIndex)> {
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
     std::fs::write(&cert, &ca_leaf.cert_pem)?;
     std::fs::write(&key, &ca_leaf.key_pem)?;
     let certs = ReloadingCert::load(&cert, &key)?;
     let bare_config = Arc::new(certs.server_config()?);
     let metrics = webhook::register_metrics(&mut Registry::default());
-    let router = webhook::router(index(args.workloads)?, metrics);
+    let live = index(args.workloads)?;
+    let router = webhook::router(live.clone(), metrics);
     let hook = TcpListener::bind("127.0.0.1:0").await?;
     let bare = TcpListener::bind("127.0.0.1:0").await?;
     let bodies = Arc::new(
@@ -302,7 +310,28 @@ async fn start(
     );
     tokio::spawn(webhook::serve(hook, certs, router, std::future::pending()));
     tokio::spawn(serve_bare(bare, bare_config));
-    Ok(targets)
+    Ok((targets.0, targets.1, live))
+}
+
+/// The handler's own cost in microseconds a request, without HTTP or TLS: decoding the
+/// review, the index lookup, the patch and encoding the answer, over every body once
+/// (after a warm-up pass).
+fn handler_cost(live: &SharedIndex, bodies: &[String]) -> anyhow::Result<f64> {
+    let once = || -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        for body in bodies {
+            match webhook::answer(&live.read(), body.as_bytes()) {
+                webhook::Answer::Review(review, webhook::Outcome::Patched) => {
+                    std::hint::black_box(webhook::encode(&review)?);
+                }
+                other => anyhow::bail!("a review was not patched: {other:?}"),
+            }
+        }
+        Ok(start.elapsed())
+    };
+    once()?;
+    let took = once()?;
+    Ok((took.as_secs_f64() * 1e6 / bodies.len().max(1) as f64 * 10.0).round() / 10.0)
 }
 
 #[tokio::main]
@@ -311,13 +340,17 @@ async fn main() -> anyhow::Result<()> {
     let ca = kerf_testkit::TestCa::new()?;
     let leaf = ca.leaf("localhost", "webhook")?;
     let dir = tempfile::tempdir()?;
-    let (hook, bare) = start(args, dir.path(), &leaf).await?;
+    let (hook, bare, live) = start(args, dir.path(), &leaf).await?;
     let tls = client(&ca)?;
     // Warm both servers (connections, allocator, caches).
     run(&tls, &hook, 4, 0.5, None).await?;
     run(&tls, &bare, 4, 0.5, None).await?;
     let mut summary = serde_json::Map::new();
     summary.insert("workloads".into(), json!(args.workloads));
+    summary.insert(
+        "handler_us".into(),
+        json!(handler_cost(&live, &hook.bodies)?),
+    );
     for c in [1, 16, 64] {
         let h = run(&tls, &hook, c, args.seconds, None).await?;
         let b = run(&tls, &bare, c, args.seconds, None).await?;
