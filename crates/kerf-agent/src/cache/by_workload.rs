@@ -2,7 +2,7 @@
 //! target, an rsr at its workload): items by namespace and name, and their names by
 //! workload, each change reported for the workload it touches.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::types::{Change, ChangeSet, WorkloadKey};
@@ -32,11 +32,12 @@ macro_rules! workload_item {
 
 pub(crate) use workload_item;
 
-/// Items by namespace and name, and their names by workload.
+/// Items by namespace and name, and their names by workload (sorted: a workload has one
+/// or a few, and a one-entry B-tree set would take a whole node of eleven slots).
 #[derive(Debug)]
 pub struct ByWorkload<T> {
     items: HashMap<(Arc<str>, String), Arc<T>>,
-    by_workload: HashMap<WorkloadKey, BTreeSet<String>>,
+    by_workload: HashMap<WorkloadKey, Vec<String>>,
 }
 
 impl<T> Default for ByWorkload<T> {
@@ -56,10 +57,10 @@ impl<T: WorkloadItem> ByWorkload<T> {
         self.remove(&key.0, &key.1, changes);
         if let Some(w) = item.workload() {
             changes.insert(Change::Workload(w.clone()));
-            self.by_workload
-                .entry(w.clone())
-                .or_default()
-                .insert(key.1.clone());
+            let names = self.by_workload.entry(w.clone()).or_default();
+            if let Err(i) = names.binary_search(&key.1) {
+                names.insert(i, key.1.clone());
+            }
         }
         self.items.insert(key, Arc::new(item));
     }
@@ -72,7 +73,7 @@ impl<T: WorkloadItem> ByWorkload<T> {
         if let Some(w) = old.workload() {
             changes.insert(Change::Workload(w.clone()));
             if let Some(set) = self.by_workload.get_mut(w) {
-                set.remove(name);
+                set.retain(|n| n != name);
                 if set.is_empty() {
                     self.by_workload.remove(w);
                 }

@@ -1,9 +1,10 @@
 //! Types shared by the slim caches: workload keys, change notifications, string interning
 //! and the container shape.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use kerf_api::vecmap::VecMap;
 use kerf_api::{ResourceValues, WorkloadKind};
 
 use super::wire::{ContainerWire, ResizePolicyWire};
@@ -121,7 +122,7 @@ pub struct TemplateContainer {
     /// Args.
     pub args: Vec<String>,
     /// Literal environment values only (`valueFrom` is never read).
-    pub env: BTreeMap<String, String>,
+    pub env: VecMap<String, String>,
     /// Requests.
     pub requests: ResourceValues,
     /// Limits.

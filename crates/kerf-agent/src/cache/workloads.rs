@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::WorkloadKind;
+use kerf_api::vecmap::VecMap;
 use serde::Deserialize;
 
 use super::pods::{OwnerRef, controller_owner};
@@ -47,7 +48,6 @@ workload_wire!(DaemonSetWire, DaemonSet, WorkloadKind::DaemonSet);
 #[serde(default, rename_all = "camelCase")]
 struct WorkloadSpecWire {
     replicas: Option<i32>,
-    selector: Option<LabelSelector>,
     strategy: Option<StrategyWire>,
     update_strategy: Option<StrategyWire>,
     template: TemplateWire,
@@ -180,17 +180,15 @@ pub struct WorkloadInfo {
     /// Creation time.
     pub created: Option<DateTime<Utc>>,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: VecMap<String, String>,
     /// Annotations, without kubectl's last-applied copy.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: VecMap<String, String>,
     /// spec.replicas (absent for DaemonSets).
     pub replicas: Option<i32>,
-    /// Pod selector.
-    pub selector: Option<LabelSelector>,
     /// strategy (Deployment) or updateStrategy (StatefulSet, DaemonSet).
     pub strategy: UpdateStrategy,
     /// Labels of the pod template.
-    pub template_labels: BTreeMap<String, String>,
+    pub template_labels: VecMap<String, String>,
     /// Containers and restartable init containers of the pod template.
     pub containers: Vec<TemplateContainer>,
     /// Status.
@@ -219,17 +217,16 @@ impl WorkloadInfo {
             resource_version: m.resource_version.unwrap_or_default(),
             generation: m.generation,
             created: time(m.creation_timestamp.as_ref()),
-            labels: m.labels.unwrap_or_default(),
-            annotations: m.annotations.unwrap_or_default(),
+            labels: m.labels.unwrap_or_default().into(),
+            annotations: m.annotations.unwrap_or_default().into(),
             replicas: spec.replicas,
-            selector: spec.selector,
             strategy: UpdateStrategy {
                 type_: strategy.type_,
                 max_surge: rolling.max_surge,
                 max_unavailable: rolling.max_unavailable,
                 partition: rolling.partition,
             },
-            template_labels: spec.template.metadata.labels,
+            template_labels: spec.template.metadata.labels.into(),
             containers: template_containers(
                 spec.template.spec.containers,
                 spec.template.spec.init_containers,

@@ -2,13 +2,12 @@
 //! its pods, nodes, HPA and PDBs, the policies, the hub layers, pause, cluster freeze and
 //! approvals. Pure over its inputs: no API call.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::hub::{Approval, ClusterConfig, PolicyDefaults};
 use kerf_api::rsr::{ChangeState, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
+use kerf_api::vecmap::VecMap;
 use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
 use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
 use kerf_decide::facts::{
@@ -42,7 +41,7 @@ fn int_or_string(v: &IntOrString) -> String {
 }
 
 /// Whether a Kubernetes label selector selects `labels` (`None` selects nothing).
-pub fn selects(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+pub fn selects(sel: Option<&LabelSelector>, labels: &VecMap<String, String>) -> bool {
     let Some(sel) = sel else { return false };
     let exprs = sel.match_expressions.as_deref().unwrap_or_default();
     let labels_ok = sel
@@ -108,8 +107,8 @@ fn workload_facts(w: &WorkloadInfo, cache: &CacheSet) -> WorkloadFacts {
         kind: w.key.kind,
         name: w.key.name.to_string(),
         uid: w.uid.clone(),
-        labels: w.labels.clone(),
-        annotations: w.annotations.clone(),
+        labels: w.labels.clone().into(),
+        annotations: w.annotations.clone().into(),
         replicas: ReplicaInput {
             kind: w.key.kind,
             replicas: w.replicas.map(i64::from),
@@ -248,8 +247,8 @@ pub fn policy_for(
             .unwrap_or_default(),
         kind: w.key.kind,
         name: w.key.name.to_string(),
-        labels: w.labels.clone(),
-        annotations: w.annotations.clone(),
+        labels: w.labels.clone().into(),
+        annotations: w.annotations.clone().into(),
     };
     let config = hub.last_good_config.as_ref().map(|c| c.value.as_ref());
     let cluster_defaults = settings.cluster_defaults.as_ref().map(PolicyDefaults::from);
