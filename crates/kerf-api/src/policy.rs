@@ -140,8 +140,10 @@ pub struct PolicySelector {
     }
 ]))]
 pub struct LabelSelector {
-    /// Labels that must all be equal.
+    /// Labels that must all be equal (values of at most 63 characters, as Kubernetes
+    /// allows).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": 63}))]
     pub match_labels: Option<BTreeMap<String, String>>,
     /// Requirements that must all hold.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -165,6 +167,7 @@ pub struct LabelSelectorRequirement {
 
 /// Operator of a label requirement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("maxLength" = 12))]
 pub enum LabelSelectorOperator {
     /// The label's value is one of the values.
     In,
@@ -180,6 +183,7 @@ pub enum LabelSelectorOperator {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 11))]
 pub enum WorkloadKind {
     /// apps/v1 Deployment.
     Deployment,
@@ -223,6 +227,7 @@ impl std::fmt::Display for WorkloadKind {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 10))]
 pub enum Mode {
     /// Nothing: no change and no report of the recommendation.
     #[serde(rename = "off")]
@@ -281,6 +286,7 @@ pub struct ResourceMode {
 
 /// How a recommendation treats limits: Keep (the hub's default), Ratio or Remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("maxLength" = 6))]
 pub enum LimitsHandling {
     /// Keep the current limits.
     Keep,
@@ -371,6 +377,7 @@ pub struct RollbackSettings {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 8))]
 pub enum Strategy {
     /// Resize running pods through the resize subresource.
     #[serde(rename = "in-place")]

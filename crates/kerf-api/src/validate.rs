@@ -235,6 +235,9 @@ impl Checker {
     }
 
     fn label_selector(&mut self, path: &str, l: &LabelSelector) {
+        for (key, value) in l.match_labels.iter().flatten() {
+            self.max_len(&format!("{path}.matchLabels.{key}"), value, 63);
+        }
         let Some(exprs) = &l.match_expressions else {
             return;
         };
