@@ -228,3 +228,125 @@ async fn sync_one(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kerf_api::RightsizingPolicy;
+    use kerf_api::policy::{SELECTOR_NO_TERM_MESSAGE, WorkloadKind};
+    use kerf_decide::select::WorkloadMeta;
+
+    use super::*;
+
+    fn entry(name: &str, spec_yaml: &str) -> PolicyEntry {
+        let spec = serde_yaml::from_str(spec_yaml).unwrap_or_else(|e| panic!("{e}"));
+        PolicyEntry {
+            name: name.into(),
+            generation: Some(2),
+            resource_version: "1".into(),
+            policy: Ok(RightsizingPolicy::new(name, spec)),
+        }
+    }
+
+    fn workload(name: &str) -> WorkloadMeta {
+        WorkloadMeta {
+            namespace: "shop".into(),
+            namespace_labels: BTreeMap::new(),
+            kind: WorkloadKind::Deployment,
+            name: name.into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    fn condition<'a>(s: &'a RightsizingPolicyStatus, type_: &str) -> &'a Condition {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition in {s:?}"))
+    }
+
+    fn statuses(entries: &[PolicyEntry]) -> Vec<RightsizingPolicyStatus> {
+        let policies: Vec<_> = entries
+            .iter()
+            .filter_map(|e| e.policy.clone().ok())
+            .collect();
+        let covered = coverage(&policies, &[workload("checkout"), workload("cart")]);
+        let now = DateTime::<Utc>::UNIX_EPOCH;
+        entries
+            .iter()
+            .map(|e| {
+                desired_status(
+                    e,
+                    &RightsizingPolicyStatus::default(),
+                    &covered[&*e.name],
+                    now,
+                )
+            })
+            .collect()
+    }
+
+    // Issue 32: a policy stored without a term (before the CRD had the rule) never acts wider.
+    #[test]
+    fn a_policy_without_a_term_is_invalid_naming_the_selector_and_governs_nothing() {
+        let s = statuses(&[entry("pruned", "selector: {}")]);
+        let valid = condition(&s[0], wk::CONDITION_VALID);
+        assert_eq!(valid.status, ConditionStatus::False);
+        assert_eq!(valid.reason, wk::CONDITION_REASON_INVALID_SPEC);
+        assert_eq!(
+            valid.message,
+            format!("spec.selector: {SELECTOR_NO_TERM_MESSAGE}")
+        );
+        assert_eq!(
+            (s[0].matched_workloads, s[0].governed_workloads),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            invalid_policy_message(true, false),
+            "policy's selector does not say what it selects; it selects no workload until fixed"
+        );
+    }
+
+    #[test]
+    fn both_overlapping_policies_name_each_other_and_the_winner() {
+        let s = statuses(&[
+            entry("shop", "{priority: 10, selector: {namespaces: [shop]}}"),
+            entry("everything", "selector: {all: true}"),
+        ]);
+        assert_eq!(
+            (s[0].matched_workloads, s[0].governed_workloads),
+            (Some(2), Some(2))
+        );
+        assert_eq!(
+            (s[1].matched_workloads, s[1].governed_workloads),
+            (Some(2), Some(0))
+        );
+        let shop = condition(&s[0], wk::CONDITION_OVERLAP);
+        assert_eq!(shop.status, ConditionStatus::True);
+        assert_eq!(shop.reason, wk::CONDITION_REASON_OVERLAPPING);
+        assert_eq!(
+            shop.message,
+            "policy everything (priority 0) also matches 2 workloads: this policy governs 2 \
+             (this policy has the higher priority)"
+        );
+        let everything = condition(&s[1], wk::CONDITION_OVERLAP);
+        assert_eq!(
+            everything.message,
+            "policy shop (priority 10) also matches 2 workloads: shop governs 2 \
+             (shop has the higher priority)"
+        );
+    }
+
+    #[test]
+    fn a_policy_alone_on_its_workloads_has_overlap_false() {
+        let s = statuses(&[entry("shop", "selector: {namespaces: [shop]}")]);
+        let overlap = condition(&s[0], wk::CONDITION_OVERLAP);
+        assert_eq!(overlap.status, ConditionStatus::False);
+        assert_eq!(overlap.reason, wk::CONDITION_REASON_NO_OVERLAP);
+        assert_eq!(
+            condition(&s[0], wk::CONDITION_VALID).status,
+            ConditionStatus::True
+        );
+    }
+}
