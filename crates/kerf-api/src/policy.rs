@@ -3,6 +3,12 @@
 //! Every field except `selector` and `priority` is optional and carries no default in the
 //! schema: an absent field means "this layer does not set it". The built-in
 //! defaults live in kerf-decide and each field's doc comment states its default.
+//!
+//! The selector must say what it selects (CEL rules on the CRD, and the same checks in
+//! [`crate::validate::selector_problems`] for a policy the API server did not check): at
+//! least one of `namespaces`, `namespaceSelector` or `workloadSelector`, each non-empty, or
+//! `all: true` alone. A policy whose selector does not is refused at admission and, if
+//! stored anyway, selects no workload.
 
 use std::collections::BTreeMap;
 
@@ -28,16 +34,21 @@ use crate::quantity::Quantity;
     printcolumn = r#"{"name":"Strategy","type":"string","jsonPath":".spec.apply.strategy"}"#,
     printcolumn = r#"{"name":"Priority","type":"integer","jsonPath":".spec.priority"}"#,
     printcolumn = r#"{"name":"Valid","type":"string","jsonPath":".status.conditions[?(@.type==\"Valid\")].status"}"#,
+    printcolumn = r#"{"name":"Governed","type":"integer","jsonPath":".status.governedWorkloads"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.selector)", "message": SELECTOR_REQUIRED_MESSAGE}
+]))]
 pub struct RightsizingPolicySpec {
     /// Higher wins where several policies match a workload; a tie goes to the smallest
     /// name. Default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
-    /// Which workloads the policy applies to. Every part that is set must match; an empty
-    /// selector matches every workload.
+    /// Which workloads the policy applies to (required). Every part that is set must match.
+    /// It must name namespaces, namespace labels or workload labels, or say `all: true`; a
+    /// policy without such a term is refused, and selects nothing if stored anyway.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<PolicySelector>,
     /// Mode for both resources: off, audit or auto-patch. Default audit.
@@ -61,32 +72,78 @@ pub struct RightsizingPolicySpec {
     pub hpa: Option<HpaSettings>,
 }
 
-/// Selects workloads by namespace, labels and kind.
+/// Refused: a policy without `selector`.
+pub const SELECTOR_REQUIRED_MESSAGE: &str = "selector is required: write selector.namespaces, selector.namespaceSelector or selector.workloadSelector, or selector.all: true to select every workload";
+
+/// Refused: a selector with no term (`kinds` alone, or a pruned misspelt field).
+pub const SELECTOR_NO_TERM_MESSAGE: &str = "selector names no namespaces, namespace labels or workload labels (kinds alone is not a term, and a misspelt field is dropped): write namespaces, namespaceSelector or workloadSelector, or all: true to select every workload";
+
+/// Refused: `namespaces: []`.
+pub const SELECTOR_EMPTY_NAMESPACES_MESSAGE: &str = "namespaces is empty: list at least one namespace, or remove it and write all: true to select every workload";
+
+/// Refused: `all: true` beside another term.
+pub const SELECTOR_ALL_WITH_TERMS_MESSAGE: &str = "all: true selects every workload and cannot be combined with namespaces, namespaceSelector or workloadSelector: remove all, or remove the other terms (kinds may stay)";
+
+/// Refused: a label selector with no matchLabels entry and no matchExpressions item.
+pub const LABEL_SELECTOR_EMPTY_MESSAGE: &str = "label selector is empty (a misspelt field such as matchLabel is dropped): write at least one matchLabels entry or matchExpressions item, or remove this selector";
+
+/// Selects workloads by namespace, labels and kind. A selector must have a term: non-empty
+/// `namespaces`, a `namespaceSelector` or `workloadSelector` with at least one
+/// requirement, or `all: true` (alone; `kinds` may narrow it). `kinds` is a filter, not a
+/// term.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "(has(self.all) && self.all) || has(self.namespaces) || has(self.namespaceSelector) || has(self.workloadSelector)",
+        "message": SELECTOR_NO_TERM_MESSAGE
+    },
+    {
+        "rule": "!has(self.namespaces) || size(self.namespaces) > 0",
+        "message": SELECTOR_EMPTY_NAMESPACES_MESSAGE
+    },
+    {
+        "rule": "!has(self.all) || !self.all || !(has(self.namespaces) || has(self.namespaceSelector) || has(self.workloadSelector))",
+        "message": SELECTOR_ALL_WITH_TERMS_MESSAGE
+    }
+]))]
 pub struct PolicySelector {
-    /// Namespace names (up to 256). Default: every namespace.
+    /// Select every workload (of `kinds`) in every namespace. Must be the only term: it
+    /// cannot be combined with `namespaces`, `namespaceSelector` or `workloadSelector`.
+    /// Default false: the selector must name what it selects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
+    /// Namespace names (1 to 256).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256), inner(length(max = 63)))]
     pub namespaces: Option<Vec<String>>,
-    /// Labels of the namespace. Default: every namespace.
+    /// Labels of the namespace (at least one requirement).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
-    /// Labels of the workload. Default: every workload.
+    /// Labels of the workload (at least one requirement).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload_selector: Option<LabelSelector>,
-    /// Workload kinds. Default: Deployment, StatefulSet and DaemonSet.
+    /// Workload kinds; narrows the other terms, is not a term itself. Default: Deployment,
+    /// StatefulSet and DaemonSet.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 3))]
     pub kinds: Option<Vec<WorkloadKind>>,
 }
 
-/// A label selector, as Kubernetes writes it.
+/// A label selector, as Kubernetes writes it, with at least one requirement.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+        "message": LABEL_SELECTOR_EMPTY_MESSAGE
+    }
+]))]
 pub struct LabelSelector {
-    /// Labels that must all be equal.
+    /// Labels that must all be equal (values of at most 63 characters, as Kubernetes
+    /// allows).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("additionalProperties" = {"type": "string", "maxLength": 63}))]
     pub match_labels: Option<BTreeMap<String, String>>,
     /// Requirements that must all hold.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +167,7 @@ pub struct LabelSelectorRequirement {
 
 /// Operator of a label requirement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("maxLength" = 12))]
 pub enum LabelSelectorOperator {
     /// The label's value is one of the values.
     In,
@@ -125,6 +183,7 @@ pub enum LabelSelectorOperator {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 11))]
 pub enum WorkloadKind {
     /// apps/v1 Deployment.
     Deployment,
@@ -168,6 +227,7 @@ impl std::fmt::Display for WorkloadKind {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 10))]
 pub enum Mode {
     /// Nothing: no change and no report of the recommendation.
     #[serde(rename = "off")]
@@ -226,6 +286,7 @@ pub struct ResourceMode {
 
 /// How a recommendation treats limits: Keep (the hub's default), Ratio or Remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("maxLength" = 6))]
 pub enum LimitsHandling {
     /// Keep the current limits.
     Keep,
@@ -316,6 +377,7 @@ pub struct RollbackSettings {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
+#[schemars(extend("maxLength" = 8))]
 pub enum Strategy {
     /// Resize running pods through the resize subresource.
     #[serde(rename = "in-place")]
@@ -502,10 +564,15 @@ pub struct RightsizingPolicyStatus {
     /// The generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Workloads the policy decides for.
+    /// Workloads the policy's selector matches or that pin it by annotation, including
+    /// those another policy governs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched_workloads: Option<i32>,
-    /// Conditions; `Valid` names every invalid field.
+    /// Workloads the policy decides for: those it wins by pin or priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governed_workloads: Option<i32>,
+    /// Conditions; `Valid` names every invalid field, `Overlap` names the other policies
+    /// that match the same workloads and which one governs them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub conditions: Vec<Condition>,

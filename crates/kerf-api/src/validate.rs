@@ -30,8 +30,10 @@ use crate::quantity::{QUANTITY_MAX_LENGTH, QUANTITY_PATTERN, Quantity};
 use crate::rsr::RightsizingRecommendation;
 
 mod recommendation;
+mod selector;
 
 pub use recommendation::{RECOMMENDATION_ID_MAX_LENGTH, validate_recommendation_spec};
+pub use selector::{selector_problems, selects_explicitly};
 
 /// Most maintenance or freeze windows a policy may list (AP-32).
 pub const MAX_WINDOWS: usize = 16;
@@ -104,9 +106,11 @@ pub fn recommendation_from_value(
 }
 
 /// Every invalid field of a policy's spec, in field order; empty when the spec is valid.
-/// Paths start with `spec.`.
+/// Paths start with `spec.`. The selector's problems ([`selector_problems`]) come first.
 pub fn validate_policy(spec: &RightsizingPolicySpec) -> Vec<FieldError> {
-    let mut c = Checker::default();
+    let mut c = Checker {
+        errors: selector_problems(spec),
+    };
     if let Some(s) = &spec.selector {
         c.selector("spec.selector", s);
     }
@@ -231,6 +235,9 @@ impl Checker {
     }
 
     fn label_selector(&mut self, path: &str, l: &LabelSelector) {
+        for (key, value) in l.match_labels.iter().flatten() {
+            self.max_len(&format!("{path}.matchLabels.{key}"), value, 63);
+        }
         let Some(exprs) = &l.match_expressions else {
             return;
         };

@@ -287,6 +287,9 @@ name_list! {
         CONDITION_HEALTH_WATCH = "HealthWatch",
         /// Condition type: a rollout of the workload is in progress.
         CONDITION_PROGRESSING = "Progressing",
+        /// Condition type (policies): other policies match some of the same workloads; the
+        /// message names them and which one governs the shared workloads.
+        CONDITION_OVERLAP = "Overlap",
     ]
 }
 
@@ -324,6 +327,10 @@ name_list! {
         CONDITION_REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress",
         /// Progressing=False: no rollout is in progress.
         CONDITION_REASON_ROLLOUT_COMPLETE = "RolloutComplete",
+        /// Overlap=True: another policy matches some of the same workloads.
+        CONDITION_REASON_OVERLAPPING = "Overlapping",
+        /// Overlap=False: no other policy matches any workload this one matches.
+        CONDITION_REASON_NO_OVERLAP = "NoOverlap",
     ]
 }
 

@@ -9,7 +9,11 @@ use kerf_api::validate::{
 use serde_json::{Value, json};
 
 mod policy_errors;
-use policy_errors::{errors_of, only_error, paths};
+use kerf_api::policy::{
+    LABEL_SELECTOR_EMPTY_MESSAGE, SELECTOR_ALL_WITH_TERMS_MESSAGE,
+    SELECTOR_EMPTY_NAMESPACES_MESSAGE, SELECTOR_NO_TERM_MESSAGE, SELECTOR_REQUIRED_MESSAGE,
+};
+use policy_errors::{errors_of, only_error, paths, selector_errors_of};
 
 #[test]
 fn the_documented_examples_are_valid() {
@@ -45,13 +49,70 @@ hpa: {coordination: true, minTargetUtilization: 50, maxTargetUtilization: 90}
 }
 
 #[test]
-fn an_empty_spec_is_valid_and_sets_nothing() {
+fn an_empty_spec_sets_nothing_and_is_refused_for_its_missing_selector() {
     let spec = policy_spec_from_value(&json!({})).unwrap();
     assert_eq!(spec.mode, None);
     assert_eq!(spec.guardrails, None);
-    assert!(validate_policy(&spec).is_empty());
+    let errs = validate_policy(&spec);
+    assert_eq!(paths(&errs), ["spec.selector"]);
+    assert_eq!(errs[0].message, SELECTOR_REQUIRED_MESSAGE);
     // Nothing is written back that the user did not set (design D1).
     assert_eq!(serde_json::to_value(&spec).unwrap(), json!({}));
+}
+
+// Issue 32: a policy must say what it selects. Each bad selector is named with the words of
+// the CRD's CEL rule, so the condition and the API server's refusal agree.
+#[test]
+fn a_selector_without_a_term_is_named_with_the_cel_rules_words() {
+    let cases = [
+        ("mode: audit", "spec.selector", SELECTOR_REQUIRED_MESSAGE),
+        ("selector: {}", "spec.selector", SELECTOR_NO_TERM_MESSAGE),
+        (
+            "selector: {kinds: [Deployment]}",
+            "spec.selector",
+            SELECTOR_NO_TERM_MESSAGE,
+        ),
+        (
+            "selector: {all: false}",
+            "spec.selector",
+            SELECTOR_NO_TERM_MESSAGE,
+        ),
+        (
+            "selector: {namespaces: [], workloadSelector: {matchLabels: {a: b}}}",
+            "spec.selector.namespaces",
+            SELECTOR_EMPTY_NAMESPACES_MESSAGE,
+        ),
+        (
+            "selector: {workloadSelector: {}}",
+            "spec.selector.workloadSelector",
+            LABEL_SELECTOR_EMPTY_MESSAGE,
+        ),
+        (
+            "selector: {namespaces: [a], namespaceSelector: {matchLabels: {}}}",
+            "spec.selector.namespaceSelector",
+            LABEL_SELECTOR_EMPTY_MESSAGE,
+        ),
+        (
+            "selector: {all: true, namespaces: [a]}",
+            "spec.selector",
+            SELECTOR_ALL_WITH_TERMS_MESSAGE,
+        ),
+    ];
+    for (yaml, path, message) in cases {
+        let errs = selector_errors_of(yaml);
+        assert_eq!(paths(&errs), [path], "{yaml}");
+        assert_eq!(errs[0].message, message, "{yaml}");
+    }
+    let good = [
+        "selector: {all: true}",
+        "selector: {all: true, kinds: [StatefulSet]}",
+        "selector: {namespaces: [a], kinds: [Deployment]}",
+        "selector: {namespaceSelector: {matchLabels: {team: a}}}",
+        "selector: {workloadSelector: {matchExpressions: [{key: app, operator: Exists}]}}",
+    ];
+    for yaml in good {
+        assert_eq!(selector_errors_of(yaml), vec![], "{yaml}");
+    }
 }
 
 #[test]
@@ -180,11 +241,12 @@ fn an_unquoted_min_confidence_fails_to_convert_naming_the_field() {
 #[test]
 fn seventeen_maintenance_windows_name_the_list() {
     let window = json!({"schedule": "0 2 * * 0", "duration": "1h"});
-    let spec = json!({"apply": {"maintenanceWindows": vec![window.clone(); 17]}});
+    let all = json!({"all": true});
+    let spec = json!({"selector": all, "apply": {"maintenanceWindows": vec![window.clone(); 17]}});
     let errs = validate_policy(&policy_spec_from_value(&spec).unwrap());
     assert_eq!(paths(&errs), ["spec.apply.maintenanceWindows"]);
     assert!(errs[0].message.contains("at most 16"), "{}", errs[0]);
-    let spec = json!({"apply": {"maintenanceWindows": vec![window.clone(); 16], "freezeWindows": vec![window; 17]}});
+    let spec = json!({"selector": all, "apply": {"maintenanceWindows": vec![window.clone(); 16], "freezeWindows": vec![window; 17]}});
     let errs = validate_policy(&policy_spec_from_value(&spec).unwrap());
     assert_eq!(paths(&errs), ["spec.apply.freezeWindows"]);
 }

@@ -89,6 +89,60 @@ fn cases() -> Vec<Case> {
             bad: vec![json!({"minTargetUtilization": 90, "maxTargetUtilization": 50})],
         },
         Case {
+            rule_starts_with: "has(self.selector)",
+            good: vec![json!({"all": true})],
+            bad: vec![json!(null)],
+        },
+        Case {
+            rule_starts_with: "(has(self.all) && self.all) || has(self.namespaces)",
+            good: vec![
+                json!({"all": true}),
+                json!({"all": true, "kinds": ["Deployment"]}),
+                json!({"namespaces": ["shop"]}),
+                json!({"namespaceSelector": {"matchLabels": {"team": "shop"}}}),
+                json!({"workloadSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}),
+            ],
+            bad: vec![
+                json!({}),
+                json!({"kinds": ["Deployment"]}),
+                json!({"all": false}),
+                json!({"all": false, "kinds": ["StatefulSet"]}),
+            ],
+        },
+        Case {
+            rule_starts_with: "!has(self.namespaces) || size(self.namespaces) > 0",
+            good: vec![json!({"namespaces": ["shop"]}), json!({"all": true})],
+            bad: vec![
+                json!({"namespaces": []}),
+                json!({"namespaces": [], "workloadSelector": {"matchLabels": {"a": "b"}}}),
+            ],
+        },
+        Case {
+            rule_starts_with: "!has(self.all) || !self.all",
+            good: vec![
+                json!({"all": true, "kinds": ["DaemonSet"]}),
+                json!({"all": false, "namespaces": ["shop"]}),
+            ],
+            bad: vec![
+                json!({"all": true, "namespaces": ["shop"]}),
+                json!({"all": true, "namespaceSelector": {"matchLabels": {"a": "b"}}}),
+                json!({"all": true, "workloadSelector": {"matchLabels": {"a": "b"}}}),
+            ],
+        },
+        Case {
+            rule_starts_with: "(has(self.matchLabels) && size(self.matchLabels) > 0)",
+            good: vec![
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}),
+            ],
+            bad: vec![
+                json!({}),
+                json!({"matchLabels": {}}),
+                json!({"matchExpressions": []}),
+                json!({"matchLabels": {}, "matchExpressions": []}),
+            ],
+        },
+        Case {
             rule_starts_with: "!has(self.pods) || string(self.pods)",
             good: vec![
                 json!({"pods": 1, "duration": "10m"}),
@@ -135,8 +189,25 @@ fn policy_with(path: &str, fragment: &Value) -> Value {
         }
         "RightsizingPolicy.spec.hpa" => json!({"hpa": fragment}),
         "RightsizingPolicy.spec.apply.canary" => json!({"apply": {"canary": fragment}}),
+        // The rule on spec reads the selector: `null` stands for "no selector".
+        "RightsizingPolicy.spec" if fragment.is_null() => json!({}),
+        "RightsizingPolicy.spec" => json!({"selector": fragment}),
+        "RightsizingPolicy.spec.selector" => json!({"selector": fragment}),
+        "RightsizingPolicy.spec.selector.namespaceSelector" => {
+            json!({"selector": {"namespaceSelector": fragment}})
+        }
+        "RightsizingPolicy.spec.selector.workloadSelector" => {
+            json!({"selector": {"workloadSelector": fragment}})
+        }
         other => json!({"unplaced": other}),
     };
+    let mut spec = spec;
+    if let Some(s) = spec.as_object_mut()
+        && !path.starts_with("RightsizingPolicy.spec.selector")
+        && path != "RightsizingPolicy.spec"
+    {
+        s.insert("selector".into(), json!({"all": true}));
+    }
     json!({
         "apiVersion": "kerf.getkerf.dev/v1alpha1",
         "kind": "RightsizingPolicy",
@@ -234,6 +305,7 @@ fn the_documented_example_policy_passes_every_rule() {
         "metadata": {"name": "example"},
         "spec": {
             "priority": 10,
+            "selector": {"namespaces": ["payments-prod"], "kinds": ["Deployment", "StatefulSet"]},
             "mode": "auto-patch",
             "guardrails": {"learningPeriod": "336h", "minConfidence": "0.8", "maxChangePercent": 30,
                            "minCPU": "50m", "minMemory": "64Mi", "cooldown": "48h",

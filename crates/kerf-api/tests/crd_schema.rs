@@ -2,7 +2,7 @@
 //! the rules the product documents pin on the schema, printer columns, and drift against
 //! `config/crds/`.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The CRDs as `kerf-agent crds` prints them, read back through a YAML parser.
 #[allow(clippy::expect_used)]
@@ -272,6 +272,27 @@ fn every_guardrail_rollback_and_apply_field_of_the_documents_is_in_the_policy() 
     assert_eq!(modes, &serde_json::json!(["off", "audit", "auto-patch"]));
     // Only selector and priority may be required; nothing is.
     assert!(root["properties"]["spec"].get("required").is_none());
+}
+
+// Issue 32: `kubectl get rsp` shows how many workloads each policy governs (wins), from the
+// status field the agent keeps; matched (including those another policy wins) is describe's.
+#[test]
+fn rsp_printer_columns_include_the_governed_count() {
+    let cols = printer_columns("RightsizingPolicy");
+    assert_eq!(
+        column_names(&cols),
+        ["Mode", "Strategy", "Priority", "Valid", "Governed", "Age"]
+    );
+    let governed = cols.iter().find(|c| c["name"] == "Governed");
+    assert_eq!(
+        governed.map(|c| (c["jsonPath"].clone(), c["type"].clone())),
+        Some((json!(".status.governedWorkloads"), json!("integer")))
+    );
+    let root = schema("RightsizingPolicy");
+    assert_eq!(
+        node(&root, &["status", "governedWorkloads"])["type"],
+        "integer"
+    );
 }
 
 // rule: RB-38

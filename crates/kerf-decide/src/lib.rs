@@ -1,6 +1,7 @@
 //! The pure decision core of the Kerf agent.
 
 pub mod canary;
+pub mod coverage;
 pub mod dedup;
 pub mod duration;
 pub mod effective;

@@ -1,10 +1,13 @@
 //! Which RightsizingPolicy decides for a workload (design D13).
 //!
-//! Every selector part that is set must match; an empty selector (or an empty list) matches
-//! everything; `kinds` defaults to all three. The highest `priority` wins (absent = 0) and a
-//! tie goes to the smallest name. The annotation `kerf.getkerf.dev/policy` pins a policy by
-//! name even if its selector does not match; a pin to a policy that does not exist selects
-//! nothing and is reported as an invalid annotation.
+//! Every selector part that is set must match; `kinds` defaults to all three. A selector
+//! must say what it selects (`kerf_api::validate::selector_problems`: a non-empty namespace,
+//! namespace-label or workload-label term, or `all: true` alone): a policy whose selector
+//! does not (absent, `{}`, `kinds` alone, an empty label selector) selects nothing, never
+//! everything. The highest `priority` wins (absent = 0) and a tie goes to the smallest
+//! name. The annotation `kerf.getkerf.dev/policy` pins a policy by name even if its
+//! selector does not match; a pin to a policy that does not exist selects nothing and is
+//! reported as an invalid annotation.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,7 @@ use kerf_api::policy::{
     LabelSelector, LabelSelectorOperator, LabelSelectorRequirement, PolicySelector,
     RightsizingPolicy, WorkloadKind,
 };
+use kerf_api::validate::selects_explicitly;
 use kerf_api::wellknown::ANNOTATION_POLICY;
 
 /// What selection needs to know about a workload.
@@ -76,23 +80,43 @@ pub fn select_policy<'a>(policies: &'a [RightsizingPolicy], w: &'a WorkloadMeta)
             None => Selection::PinMissing(pin.as_str()),
         };
     }
-    policies
-        .iter()
-        .filter(|p| {
-            p.spec
-                .selector
-                .as_ref()
-                .is_none_or(|s| selector_matches(s, w))
-        })
-        .min_by(|a, b| {
-            let pa = a.spec.priority.unwrap_or(0);
-            let pb = b.spec.priority.unwrap_or(0);
-            pb.cmp(&pa).then_with(|| policy_name(a).cmp(policy_name(b)))
-        })
+    matching_policies(policies, w)
+        .into_iter()
+        .next()
         .map_or(Selection::None, Selection::Matched)
 }
 
-/// Whether every set part of `sel` matches `w`.
+/// The policies whose selector matches `w`, the winner first: highest priority, then the
+/// smallest name. A policy whose selector does not say what it selects matches nothing.
+pub fn matching_policies<'a>(
+    policies: &'a [RightsizingPolicy],
+    w: &WorkloadMeta,
+) -> Vec<&'a RightsizingPolicy> {
+    let mut out: Vec<&RightsizingPolicy> =
+        policies.iter().filter(|p| policy_selects(p, w)).collect();
+    out.sort_by(|a, b| precedence(a, b));
+    out
+}
+
+/// Whether `p`'s selector says what it selects and matches `w`.
+pub fn policy_selects(p: &RightsizingPolicy, w: &WorkloadMeta) -> bool {
+    selects_explicitly(&p.spec)
+        && p.spec
+            .selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, w))
+}
+
+/// Orders policies by precedence: the higher priority first (absent = 0), then the smaller
+/// name.
+pub fn precedence(a: &RightsizingPolicy, b: &RightsizingPolicy) -> std::cmp::Ordering {
+    let pa = a.spec.priority.unwrap_or(0);
+    let pb = b.spec.priority.unwrap_or(0);
+    pb.cmp(&pa).then_with(|| policy_name(a).cmp(policy_name(b)))
+}
+
+/// Whether every set part of `sel` matches `w` (the shape of the selector is
+/// [`policy_selects`]'s business).
 pub fn selector_matches(sel: &PolicySelector, w: &WorkloadMeta) -> bool {
     let namespaces = match sel.namespaces.as_deref() {
         None | Some([]) => true,

@@ -5,7 +5,7 @@ mod fixture;
 
 use chrono::Duration;
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{Mode, RightsizingPolicy, Strategy};
+use kerf_api::policy::{Mode, PolicySelector, RightsizingPolicy, RightsizingPolicySpec, Strategy};
 use kerf_decide::effective::{
     EffectivePolicy, Layer, PolicyInputs, Ratio, UNBOUNDED_HOURS, effective_policy,
 };
@@ -20,9 +20,15 @@ fn defaults(yaml: &str) -> PolicyDefaults {
     serde_yaml::from_str(yaml).unwrap()
 }
 
+/// A policy; one without a selector in `spec_yaml` selects every workload (`all: true`).
 #[allow(clippy::unwrap_used)]
 fn policy(name: &str, spec_yaml: &str) -> RightsizingPolicy {
-    RightsizingPolicy::new(name, serde_yaml::from_str(spec_yaml).unwrap())
+    let mut spec: RightsizingPolicySpec = serde_yaml::from_str(spec_yaml).unwrap();
+    spec.selector.get_or_insert_with(|| PolicySelector {
+        all: Some(true),
+        ..PolicySelector::default()
+    });
+    RightsizingPolicy::new(name, spec)
 }
 
 /// Layers by name; `None` leaves a layer out.

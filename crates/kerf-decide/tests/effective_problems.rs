@@ -7,7 +7,9 @@
 mod fixture;
 
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{Mode, RecommendationSettings, RightsizingPolicy};
+use kerf_api::policy::{
+    Mode, PolicySelector, RecommendationSettings, RightsizingPolicy, RightsizingPolicySpec,
+};
 use kerf_api::wellknown as wk;
 use kerf_decide::decide;
 use kerf_decide::effective::{
@@ -33,15 +35,20 @@ fn problem_fields(ep: &EffectivePolicy) -> Vec<(&str, Layer, &str)> {
 }
 
 /// The effective policy with `yaml` as the hub fleet defaults, the hub override, or a
-/// RightsizingPolicy, in auto-patch so that `decide` reaches every check.
+/// RightsizingPolicy (selecting every workload unless `yaml` has a selector), in
+/// auto-patch so that `decide` reaches every check.
 #[allow(clippy::unwrap_used)]
 fn effective(layer: Layer, yaml: &str) -> EffectivePolicy {
     let spec = defaults(yaml);
     let policies = match layer {
-        Layer::Policy => vec![RightsizingPolicy::new(
-            "p",
-            serde_yaml::from_str(yaml).unwrap(),
-        )],
+        Layer::Policy => {
+            let mut spec: RightsizingPolicySpec = serde_yaml::from_str(yaml).unwrap();
+            spec.selector.get_or_insert_with(|| PolicySelector {
+                all: Some(true),
+                ..PolicySelector::default()
+            });
+            vec![RightsizingPolicy::new("p", spec)]
+        }
         _ => Vec::new(),
     };
     let meta = workload();
@@ -149,7 +156,7 @@ fn reason_on_fixture(ep: &EffectivePolicy) -> &'static str {
 fn ap_33_a_bad_maintenance_schedule_is_named_and_the_window_is_closed() {
     let ep = effective(
         Layer::Policy,
-        r#"{selector: {}, apply: {strategy: deferred, maintenanceWindows: [{schedule: "0 11 * * *", duration: 2h, timeZone: Mars/Olympus}, {schedule: "61 * * * *", duration: 2h}]}}"#,
+        r#"{selector: {all: true}, apply: {strategy: deferred, maintenanceWindows: [{schedule: "0 11 * * *", duration: 2h, timeZone: Mars/Olympus}, {schedule: "61 * * * *", duration: 2h}]}}"#,
     );
     let fields = problem_fields(&ep);
     assert_eq!(

@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 
 use kerf_api::hub::PolicyDefaults;
 use kerf_api::policy::{
-    ApplySettings, Guardrails, HpaSettings, LimitsHandling, Mode, RecommendationSettings,
-    RightsizingPolicy, RightsizingPolicySpec, RollbackSettings, Strategy as ApplyStrategy, Window,
+    ApplySettings, Guardrails, HpaSettings, LimitsHandling, Mode, PolicySelector,
+    RecommendationSettings, RightsizingPolicy, RightsizingPolicySpec, RollbackSettings,
+    Strategy as ApplyStrategy, Window,
 };
 use kerf_api::validate::validate_policy;
 use kerf_api::{GoDuration, Quantity, UnitDecimal};
@@ -307,7 +308,10 @@ fn build(
     };
     let spec = RightsizingPolicySpec {
         priority: None,
-        selector: None,
+        selector: Some(PolicySelector {
+            all: Some(true),
+            ..PolicySelector::default()
+        }),
         mode,
         resources: None,
         recommendation: Some(recommendation),

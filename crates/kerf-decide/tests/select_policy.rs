@@ -34,18 +34,50 @@ fn selected(policies: &[RightsizingPolicy], w: &WorkloadMeta) -> Option<String> 
         .and_then(|p| p.metadata.name.clone())
 }
 
+// A policy must say what it selects: a selector without a term selects nothing, never
+// everything (a misspelt field pruned by the API server leaves `selector: {}`).
 #[test]
-fn an_empty_or_absent_selector_matches_everything() {
+fn a_selector_without_a_term_selects_nothing() {
     let w = workload();
-    assert_eq!(selected(&[policy("a", "{}")], &w).as_deref(), Some("a"));
+    let no_term = [
+        "{}",
+        "selector: {}",
+        "selector: {kinds: [Deployment]}",
+        "selector: {namespaces: []}",
+        "selector: {namespaces: [], kinds: []}",
+        "selector: {all: false}",
+        "selector: {workloadSelector: {}}",
+        "selector: {namespaceSelector: {matchLabels: {}}}",
+        "selector: {workloadSelector: {matchExpressions: []}}",
+        "selector: {namespaces: [payments-prod], workloadSelector: {}}",
+        "selector: {all: true, namespaces: [payments-prod]}",
+        "selector: {all: true, workloadSelector: {matchLabels: {app: checkout}}}",
+    ];
+    for spec in no_term {
+        assert_eq!(selected(&[policy("a", spec)], &w), None, "{spec}");
+        let with_a_good_one = [policy("a", spec), policy("z", "selector: {all: true}")];
+        assert_eq!(
+            selected(&with_a_good_one, &w).as_deref(),
+            Some("z"),
+            "{spec}"
+        );
+    }
+}
+
+#[test]
+fn all_true_selects_every_workload_of_its_kinds() {
+    let w = workload();
     assert_eq!(
-        selected(&[policy("a", "selector: {}")], &w).as_deref(),
+        selected(&[policy("a", "selector: {all: true}")], &w).as_deref(),
         Some("a")
     );
-    assert_eq!(
-        selected(&[policy("a", "selector: {namespaces: [], kinds: []}")], &w).as_deref(),
-        Some("a")
-    );
+    let deployments = [policy("a", "selector: {all: true, kinds: [Deployment]}")];
+    assert_eq!(selected(&deployments, &w).as_deref(), Some("a"));
+    let sts = WorkloadMeta {
+        kind: WorkloadKind::StatefulSet,
+        ..workload()
+    };
+    assert_eq!(selected(&deployments, &sts), None);
 }
 
 #[test]
@@ -55,7 +87,7 @@ fn every_set_selector_part_must_match() {
         "selector: {namespaces: [other, payments-prod]}",
         "selector: {namespaceSelector: {matchLabels: {env: prod}}}",
         "selector: {workloadSelector: {matchLabels: {app: checkout}}}",
-        "selector: {kinds: [Deployment]}",
+        "selector: {namespaces: [payments-prod], kinds: [Deployment]}",
         "selector: {namespaces: [payments-prod], kinds: [Deployment, DaemonSet], workloadSelector: {matchLabels: {tier: web}}}",
         "selector: {workloadSelector: {matchExpressions: [{key: tier, operator: In, values: [web, api]}]}}",
         "selector: {workloadSelector: {matchExpressions: [{key: tier, operator: NotIn, values: [db]}]}}",
@@ -73,7 +105,7 @@ fn every_set_selector_part_must_match() {
         "selector: {namespaces: [payments-dev]}",
         "selector: {namespaceSelector: {matchLabels: {env: dev}}}",
         "selector: {workloadSelector: {matchLabels: {app: cart}}}",
-        "selector: {kinds: [StatefulSet, DaemonSet]}",
+        "selector: {all: true, kinds: [StatefulSet, DaemonSet]}",
         "selector: {namespaces: [payments-prod], kinds: [StatefulSet]}",
         "selector: {workloadSelector: {matchExpressions: [{key: tier, operator: In, values: [api]}]}}",
         "selector: {workloadSelector: {matchExpressions: [{key: tier, operator: NotIn, values: [web]}]}}",
@@ -98,9 +130,9 @@ fn kinds_default_to_all_three() {
 fn the_highest_priority_wins_then_the_smallest_name() {
     let w = workload();
     let policies = [
-        policy("zeta", "{priority: 10}"),
-        policy("alpha", "{priority: 5}"),
-        policy("beta", "{priority: 10}"),
+        policy("zeta", "{priority: 10, selector: {all: true}}"),
+        policy("alpha", "{priority: 5, selector: {all: true}}"),
+        policy("beta", "{priority: 10, selector: {all: true}}"),
         policy(
             "omega",
             "{priority: 100, selector: {namespaces: [elsewhere]}}",
@@ -108,9 +140,9 @@ fn the_highest_priority_wins_then_the_smallest_name() {
     ];
     assert_eq!(selected(&policies, &w).as_deref(), Some("beta"));
     let unset = [
-        policy("b", "{}"),
-        policy("a", "{priority: 0}"),
-        policy("c", "{priority: -1}"),
+        policy("b", "selector: {all: true}"),
+        policy("a", "{priority: 0, selector: {all: true}}"),
+        policy("c", "{priority: -1, selector: {all: true}}"),
     ];
     assert_eq!(selected(&unset, &w).as_deref(), Some("a"));
 }
@@ -121,7 +153,7 @@ fn a_pin_selects_its_policy_even_if_the_selector_does_not_match() {
     w.annotations
         .insert("kerf.getkerf.dev/policy".into(), "special".into());
     let policies = [
-        policy("top", "{priority: 100}"),
+        policy("top", "{priority: 100, selector: {all: true}}"),
         policy("special", "selector: {namespaces: [elsewhere]}"),
     ];
     let s = select_policy(&policies, &w);
@@ -134,7 +166,7 @@ fn a_pin_to_a_missing_policy_selects_nothing() {
     let mut w = workload();
     w.annotations
         .insert("kerf.getkerf.dev/policy".into(), "gone".into());
-    let policies = [policy("top", "{}")];
+    let policies = [policy("top", "selector: {all: true}")];
     let s = select_policy(&policies, &w);
     assert!(matches!(s, Selection::PinMissing("gone")));
     assert!(s.policy().is_none());

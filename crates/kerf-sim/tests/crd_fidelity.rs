@@ -57,7 +57,12 @@ async fn send(
     ))
 }
 
-fn policy(name: &str, spec: Value) -> Value {
+/// A policy; one whose `spec` has no selector selects every workload (`all: true`), as
+/// the CRD requires a selector.
+fn policy(name: &str, mut spec: Value) -> Value {
+    if let Some(s) = spec.as_object_mut() {
+        s.entry("selector").or_insert_with(|| json!({"all": true}));
+    }
     json!({"apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingPolicy",
         "metadata": {"name": name}, "spec": spec})
 }
@@ -104,7 +109,7 @@ async fn unknown_fields_are_pruned_and_named_in_warning_headers() -> anyhow::Res
     );
     assert_eq!(
         created["spec"],
-        json!({"priority": 1, "guardrails": {"cooldown": "1h"}})
+        json!({"priority": 1, "guardrails": {"cooldown": "1h"}, "selector": {"all": true}})
     );
     let (_, _, stored) = send(&sim, "GET", &format!("{POLICIES}/p"), "", &Value::Null).await?;
     assert_eq!(stored["spec"], created["spec"]);
@@ -221,6 +226,7 @@ kind: RightsizingPolicy
 metadata:
   name: typo
 spec:
+  selector: {all: true}
   priorty: 3
 ";
     let (ok, out) = kubectl(

@@ -231,15 +231,9 @@ fn hub_override<'a>(
     })
 }
 
-/// The effective policy of a workload.
-pub fn policy_for(
-    w: &WorkloadInfo,
-    cache: &CacheSet,
-    policies: &[RightsizingPolicy],
-    hub: &HubState,
-    settings: &Settings,
-) -> EffectivePolicy {
-    let meta = WorkloadMeta {
+/// What policy selection reads of a workload.
+pub fn workload_meta(w: &WorkloadInfo, cache: &CacheSet) -> WorkloadMeta {
+    WorkloadMeta {
         namespace: w.key.namespace.to_string(),
         namespace_labels: cache
             .namespace(&w.key.namespace)
@@ -249,7 +243,18 @@ pub fn policy_for(
         name: w.key.name.to_string(),
         labels: w.labels.clone().into(),
         annotations: w.annotations.clone().into(),
-    };
+    }
+}
+
+/// The effective policy of a workload.
+pub fn policy_for(
+    w: &WorkloadInfo,
+    cache: &CacheSet,
+    policies: &[RightsizingPolicy],
+    hub: &HubState,
+    settings: &Settings,
+) -> EffectivePolicy {
+    let meta = workload_meta(w, cache);
     let config = hub.last_good_config.as_ref().map(|c| c.value.as_ref());
     let cluster_defaults = settings.cluster_defaults.as_ref().map(PolicyDefaults::from);
     effective_policy(&PolicyInputs {

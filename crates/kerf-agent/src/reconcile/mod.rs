@@ -398,16 +398,8 @@ impl Reconciler {
         if seen.as_ref() == Some(&mark) || !self.ctx.api_health.is_up() {
             return;
         }
-        let hub = self.hub.borrow().clone();
         let now = self.ctx.clock.now();
-        let errors = policies::sync(
-            &self.ctx.client,
-            &self.ctx.cache,
-            &hub,
-            &self.ctx.settings,
-            now,
-        )
-        .await;
+        let errors = policies::sync(&self.ctx.client, &self.ctx.cache, now).await;
         for e in &errors {
             tracing::warn!(error = %e, "policy status not written");
         }

@@ -1,8 +1,10 @@
 //! RightsizingPolicy status (design D3): `Valid` names every invalid field (a policy that
-//! does not convert selects no workload; one whose fields fail validation still takes
-//! part, each invalid field counting as its safe value), `matchedWorkloads` counts the
-//! workloads it is the effective policy of, `observedGeneration` the generation seen.
-//! Written only when it differs.
+//! does not convert, or whose selector does not say what it selects, selects no workload;
+//! one whose other fields fail validation still takes part, each invalid field counting as
+//! its safe value), `matchedWorkloads` counts the workloads its selector matches or that
+//! pin it, `governedWorkloads` those it is the selected policy of, `Overlap` names the
+//! other policies that match some of the same workloads and which one governs them,
+//! `observedGeneration` the generation seen. Written only when it differs.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +15,9 @@ use kerf_api::wellknown as wk;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::Value;
 
+use kerf_decide::coverage::{PolicyCoverage, coverage, overlap_message};
+
 use crate::cache::{CacheSet, PolicyEntry};
-use crate::hub::HubState;
-use crate::settings::Settings;
 
 /// Errors of a policy status write.
 #[derive(Debug, thiserror::Error)]
@@ -76,62 +78,85 @@ pub fn validity(entry: &PolicyEntry) -> (ConditionStatus, &'static str, String) 
     }
 }
 
-/// What an invalid policy does, as it is: a policy that does not convert selects no
-/// workload; one with invalid fields still takes part, each invalid field counting as its
-/// safe value (an invalid freeze window as open).
-pub fn invalid_policy_message(converts: bool) -> &'static str {
-    if converts {
-        "policy has invalid fields; it still applies to the workloads it selects, each invalid field counting as its safe value (an invalid freeze window as open) until fixed"
-    } else {
-        "policy cannot be read; it selects no workload until fixed"
-    }
-}
-
-fn log_invalid(name: &str, converts: bool, problems: &str) {
-    tracing::warn!(policy = %name, problems = %problems, "{}", invalid_policy_message(converts));
-}
-
-/// How many workloads each policy is the effective policy of.
-pub fn matched_counts(
-    cache: &CacheSet,
-    hub: &HubState,
-    settings: &Settings,
-) -> BTreeMap<String, i32> {
-    let policies = super::facts::policies(cache);
-    let mut out = BTreeMap::new();
-    for w in cache.workloads() {
-        let p = super::facts::policy_for(&w, cache, &policies, hub, settings);
-        if let Some(name) = p.policy_name {
-            *out.entry(name).or_insert(0) += 1;
+/// What an invalid policy does, as it is: a policy that does not convert, or whose
+/// selector does not say what it selects, selects no workload; one with other invalid
+/// fields still takes part, each invalid field counting as its safe value (an invalid
+/// freeze window as open).
+pub fn invalid_policy_message(converts: bool, selects: bool) -> &'static str {
+    match (converts, selects) {
+        (false, _) => "policy cannot be read; it selects no workload until fixed",
+        (true, false) => {
+            "policy's selector does not say what it selects; it selects no workload until fixed"
+        }
+        (true, true) => {
+            "policy has invalid fields; it still applies to the workloads it selects, each invalid field counting as its safe value (an invalid freeze window as open) until fixed"
         }
     }
-    out
 }
 
-/// The status a policy should have, built over the one it has.
+fn log_invalid(name: &str, entry: &PolicyEntry, problems: &str) {
+    let converts = entry.policy.is_ok();
+    let selects = entry
+        .policy
+        .as_ref()
+        .is_ok_and(|p| kerf_api::validate::selects_explicitly(&p.spec));
+    let what = invalid_policy_message(converts, selects);
+    tracing::warn!(policy = %name, problems = %problems, "{what}");
+}
+
+/// The coverage of every policy that converts, over every workload of the cache.
+pub fn policy_coverage(cache: &CacheSet) -> BTreeMap<String, PolicyCoverage> {
+    let policies = super::facts::policies(cache);
+    let metas: Vec<_> = cache
+        .workloads()
+        .iter()
+        .map(|w| super::facts::workload_meta(w, cache))
+        .collect();
+    coverage(&policies, &metas)
+}
+
+/// The status a policy should have, built over the one it has. The counts are what
+/// selection does, whatever `Valid` says: a policy that selects nothing counts 0.
 pub fn desired_status(
     entry: &PolicyEntry,
     previous: &RightsizingPolicyStatus,
-    matched: i32,
+    covered: &PolicyCoverage,
     now: DateTime<Utc>,
 ) -> RightsizingPolicyStatus {
     let mut s = previous.clone();
     s.observed_generation = entry.generation;
-    let valid = matches!(validity(entry).0, ConditionStatus::True);
-    s.matched_workloads = Some(if valid { matched } else { 0 });
+    s.matched_workloads = Some(count(covered.matched));
+    s.governed_workloads = Some(count(covered.governed));
     let (status, reason, message) = validity(entry);
+    let condition = |type_: &str, status, reason: &str, message| Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: now,
+        observed_generation: entry.generation,
+    };
     crate::status::set_condition(
         &mut s.conditions,
-        Condition {
-            type_: wk::CONDITION_VALID.to_owned(),
-            status,
-            reason: reason.to_owned(),
-            message,
-            last_transition_time: now,
-            observed_generation: entry.generation,
-        },
+        condition(wk::CONDITION_VALID, status, reason, message),
+    );
+    let overlap = match overlap_message(covered) {
+        Some(m) => (ConditionStatus::True, wk::CONDITION_REASON_OVERLAPPING, m),
+        None => (
+            ConditionStatus::False,
+            wk::CONDITION_REASON_NO_OVERLAP,
+            String::new(),
+        ),
+    };
+    crate::status::set_condition(
+        &mut s.conditions,
+        condition(wk::CONDITION_OVERLAP, overlap.0, overlap.1, overlap.2),
     );
     s
+}
+
+fn count(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// Writes the status of every policy whose status differs from the desired one. One
@@ -139,16 +164,15 @@ pub fn desired_status(
 pub async fn sync(
     client: &kube::Client,
     cache: &CacheSet,
-    hub: &HubState,
-    settings: &Settings,
     now: DateTime<Utc>,
 ) -> Vec<PolicyStatusError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
-    let counts = matched_counts(cache, hub, settings);
+    let covered = policy_coverage(cache);
+    let none = PolicyCoverage::default();
     let mut errors = Vec::new();
     for entry in cache.policies() {
-        let matched = counts.get(&*entry.name).copied().unwrap_or(0);
-        if let Err(e) = sync_one(&api, &entry, matched, now).await {
+        let c = covered.get(&*entry.name).unwrap_or(&none);
+        if let Err(e) = sync_one(&api, &entry, c, now).await {
             errors.push(e);
         }
     }
@@ -158,7 +182,7 @@ pub async fn sync(
 async fn sync_one(
     api: &Api<DynamicObject>,
     entry: &PolicyEntry,
-    matched: i32,
+    covered: &PolicyCoverage,
     now: DateTime<Utc>,
 ) -> Result<(), PolicyStatusError> {
     let name = entry.name.to_string();
@@ -174,7 +198,7 @@ async fn sync_one(
         .get("status")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    let desired = desired_status(entry, &previous, matched, now);
+    let desired = desired_status(entry, &previous, covered, now);
     if desired == previous {
         return Ok(());
     }
@@ -200,7 +224,129 @@ async fn sync_one(
         .iter()
         .find(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False);
     if let Some(c) = invalid {
-        log_invalid(&name, entry.policy.is_ok(), &c.message);
+        log_invalid(&name, entry, &c.message);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kerf_api::RightsizingPolicy;
+    use kerf_api::policy::{SELECTOR_NO_TERM_MESSAGE, WorkloadKind};
+    use kerf_decide::select::WorkloadMeta;
+
+    use super::*;
+
+    fn entry(name: &str, spec_yaml: &str) -> PolicyEntry {
+        let spec = serde_yaml::from_str(spec_yaml).unwrap_or_else(|e| panic!("{e}"));
+        PolicyEntry {
+            name: name.into(),
+            generation: Some(2),
+            resource_version: "1".into(),
+            policy: Ok(RightsizingPolicy::new(name, spec)),
+        }
+    }
+
+    fn workload(name: &str) -> WorkloadMeta {
+        WorkloadMeta {
+            namespace: "shop".into(),
+            namespace_labels: BTreeMap::new(),
+            kind: WorkloadKind::Deployment,
+            name: name.into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    fn condition<'a>(s: &'a RightsizingPolicyStatus, type_: &str) -> &'a Condition {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition in {s:?}"))
+    }
+
+    fn statuses(entries: &[PolicyEntry]) -> Vec<RightsizingPolicyStatus> {
+        let policies: Vec<_> = entries
+            .iter()
+            .filter_map(|e| e.policy.clone().ok())
+            .collect();
+        let covered = coverage(&policies, &[workload("checkout"), workload("cart")]);
+        let now = DateTime::<Utc>::UNIX_EPOCH;
+        entries
+            .iter()
+            .map(|e| {
+                desired_status(
+                    e,
+                    &RightsizingPolicyStatus::default(),
+                    &covered[&*e.name],
+                    now,
+                )
+            })
+            .collect()
+    }
+
+    // Issue 32: a policy stored without a term (before the CRD had the rule) never acts wider.
+    #[test]
+    fn a_policy_without_a_term_is_invalid_naming_the_selector_and_governs_nothing() {
+        let s = statuses(&[entry("pruned", "selector: {}")]);
+        let valid = condition(&s[0], wk::CONDITION_VALID);
+        assert_eq!(valid.status, ConditionStatus::False);
+        assert_eq!(valid.reason, wk::CONDITION_REASON_INVALID_SPEC);
+        assert_eq!(
+            valid.message,
+            format!("spec.selector: {SELECTOR_NO_TERM_MESSAGE}")
+        );
+        assert_eq!(
+            (s[0].matched_workloads, s[0].governed_workloads),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            invalid_policy_message(true, false),
+            "policy's selector does not say what it selects; it selects no workload until fixed"
+        );
+    }
+
+    #[test]
+    fn both_overlapping_policies_name_each_other_and_the_winner() {
+        let s = statuses(&[
+            entry("shop", "{priority: 10, selector: {namespaces: [shop]}}"),
+            entry("everything", "selector: {all: true}"),
+        ]);
+        assert_eq!(
+            (s[0].matched_workloads, s[0].governed_workloads),
+            (Some(2), Some(2))
+        );
+        assert_eq!(
+            (s[1].matched_workloads, s[1].governed_workloads),
+            (Some(2), Some(0))
+        );
+        let shop = condition(&s[0], wk::CONDITION_OVERLAP);
+        assert_eq!(shop.status, ConditionStatus::True);
+        assert_eq!(shop.reason, wk::CONDITION_REASON_OVERLAPPING);
+        assert_eq!(
+            shop.message,
+            "policy everything (priority 0) also matches 2 workloads: this policy governs 2 \
+             (this policy has the higher priority)"
+        );
+        let everything = condition(&s[1], wk::CONDITION_OVERLAP);
+        assert_eq!(
+            everything.message,
+            "policy shop (priority 10) also matches 2 workloads: shop governs 2 \
+             (shop has the higher priority)"
+        );
+    }
+
+    #[test]
+    fn a_policy_alone_on_its_workloads_has_overlap_false() {
+        let s = statuses(&[entry("shop", "selector: {namespaces: [shop]}")]);
+        let overlap = condition(&s[0], wk::CONDITION_OVERLAP);
+        assert_eq!(overlap.status, ConditionStatus::False);
+        assert_eq!(overlap.reason, wk::CONDITION_REASON_NO_OVERLAP);
+        assert_eq!(
+            condition(&s[0], wk::CONDITION_VALID).status,
+            ConditionStatus::True
+        );
+    }
 }

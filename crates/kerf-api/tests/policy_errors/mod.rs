@@ -4,10 +4,26 @@
 use kerf_api::validate::{FieldError, policy_spec_from_value, validate_policy};
 use serde_json::Value;
 
-/// Converts the spec and validates it; the first error either step reports.
+/// Converts the spec and validates it; the first error either step reports. A spec without
+/// `selector` gets `selector: {all: true}`, so that each test names only the fields it is
+/// about (the selector's own errors are [`selector_errors_of`]).
 pub fn errors_of(spec_yaml: &str) -> Vec<FieldError> {
-    let value: Value = serde_yaml::from_str(spec_yaml).unwrap_or(Value::Null);
-    match policy_spec_from_value(&value) {
+    let mut value: Value = serde_yaml::from_str(spec_yaml).unwrap_or(Value::Null);
+    if let Some(spec) = value.as_object_mut() {
+        spec.entry("selector")
+            .or_insert_with(|| serde_json::json!({"all": true}));
+    }
+    validated(&value)
+}
+
+/// Converts the spec and validates it as written.
+#[allow(dead_code)] // not every test binary that includes this module reads selectors
+pub fn selector_errors_of(spec_yaml: &str) -> Vec<FieldError> {
+    validated(&serde_yaml::from_str(spec_yaml).unwrap_or(Value::Null))
+}
+
+fn validated(value: &Value) -> Vec<FieldError> {
+    match policy_spec_from_value(value) {
         Ok(spec) => validate_policy(&spec),
         Err(e) => vec![e],
     }
