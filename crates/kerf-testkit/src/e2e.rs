@@ -254,6 +254,8 @@ impl Env {
             "--leader-election=false",
             "--metrics-addr",
             "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
             "--leader-identity",
             "e2e",
         ];
@@ -323,8 +325,12 @@ impl Env {
         self.agent = Some(self.spawn_agent(settings).await);
     }
 
-    /// Starts an agent the scenario holds itself (several may run side by side).
+    /// Starts an agent the scenario holds itself (several may run side by side). Panics
+    /// when an address of `settings` cannot be bound (the harness binds port 0).
     pub async fn spawn_agent(&self, settings: Settings) -> Agent {
-        Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await
+        match Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await {
+            Ok(agent) => agent,
+            Err(e) => panic!("the agent did not start: {e}"),
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kerf_api::WorkloadKind;
+use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 
@@ -22,10 +23,11 @@ use crate::settings::WebhookSettings;
 const CERT_RETRY: Duration = Duration::from_secs(5);
 
 /// Starts the webhook on every replica: the feed from the caches and the HTTPS server on
-/// `settings.addr`. Returns the index the server reads.
+/// `listener` (bound to `settings.addr`). Returns the index the server reads.
 pub fn spawn(
     tasks: &mut JoinSet<()>,
     settings: &WebhookSettings,
+    listener: TcpListener,
     cache: &CacheSet,
     metrics: WebhookMetrics,
     shutdown: watch::Receiver<bool>,
@@ -40,14 +42,6 @@ pub fn spawn(
         else {
             return;
         };
-        let listener = match crate::listen::bind(settings.addr) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(addr = %settings.addr, error = %e, "webhook cannot listen");
-                return;
-            }
-        };
-        tracing::info!(addr = %settings.addr, "webhook listening");
         if let Err(e) = super::serve(listener, certs, router, stop).await {
             tracing::error!(error = %e, "webhook server failed");
         }
