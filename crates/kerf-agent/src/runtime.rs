@@ -157,7 +157,7 @@ impl Agent {
         let report = crate::report::source::router(cache.clone(), clock.clone());
         let servers = MetricsServer { ready, report };
         spawn_metrics_server(&mut tasks, metrics_listener, &metrics, servers, shutdown.clone());
-        crate::webhook::spawn(
+        let (_, webhook_certificate) = crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,
             webhook_listener,
@@ -174,6 +174,7 @@ impl Agent {
             metrics,
             shutdown,
             resize_subresource,
+            webhook_certificate,
             api_health: guard.health.clone(),
             limiter: guard.limiter.clone(),
         };

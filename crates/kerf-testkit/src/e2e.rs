@@ -238,6 +238,8 @@ impl Env {
     /// hub, short durations.
     pub fn settings(&self, opts: &AgentOptions) -> anyhow::Result<Settings> {
         let url = self.hub.url();
+        let (cert, key) = crate::webhook_cert_files()?;
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
         let argv = [
             "kerf-agent",
             "run",
@@ -256,6 +258,10 @@ impl Env {
             "127.0.0.1:0",
             "--webhook-addr",
             "127.0.0.1:0",
+            "--webhook-cert-file",
+            &cert,
+            "--webhook-key-file",
+            &key,
             "--leader-identity",
             "e2e",
         ];
