@@ -122,8 +122,11 @@ impl Agent {
         settings: Settings,
         clock: SharedClock,
     ) -> Result<Agent, BindError> {
-        let metrics_listener =
-            bind_setting("metrics-addr", settings.metrics_addr, "metrics and health server")?;
+        let metrics_listener = bind_setting(
+            "metrics-addr",
+            settings.metrics_addr,
+            "metrics and health server",
+        )?;
         let webhook_listener = bind_setting("webhook-addr", settings.webhook.addr, "webhook")?;
         let settings = Arc::new(settings);
         let guard = Guard::new(settings.reconcile.write_rate());
@@ -156,7 +159,13 @@ impl Agent {
         let ready = ready_check(&cache, &guard.health);
         let report = crate::report::source::router(cache.clone(), clock.clone());
         let servers = MetricsServer { ready, report };
-        spawn_metrics_server(&mut tasks, metrics_listener, &metrics, servers, shutdown.clone());
+        spawn_metrics_server(
+            &mut tasks,
+            metrics_listener,
+            &metrics,
+            servers,
+            shutdown.clone(),
+        );
         let (_, webhook_certificate) = crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,

@@ -19,7 +19,13 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn agent(sim: &Sim, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
     cmd.env("KUBECONFIG", sim.kubeconfig_path())
-        .args(["run", "--cluster-name", "bind", "--namespace", "kerf-system"])
+        .args([
+            "run",
+            "--cluster-name",
+            "bind",
+            "--namespace",
+            "kerf-system",
+        ])
         .args(["--leader-election=false", "--leader-identity", "bind"])
         .args(["--log-format", "json"])
         .args(["--webhook-cert-file", "/nonexistent/tls.crt"])
@@ -54,7 +60,10 @@ async fn run_with_taken(flag: &str) -> anyhow::Result<(std::process::ExitStatus,
         "--metrics-addr" => (addr.as_str(), free),
         _ => (free, addr.as_str()),
     };
-    let mut cmd = agent(&sim, &["--metrics-addr", metrics, "--webhook-addr", webhook]);
+    let mut cmd = agent(
+        &sim,
+        &["--metrics-addr", metrics, "--webhook-addr", webhook],
+    );
     let (mut child, stdout) = spawn_with_stdout(&mut cmd)?;
     let rx = lines(stdout);
     let start = Instant::now();
@@ -62,7 +71,10 @@ async fn run_with_taken(flag: &str) -> anyhow::Result<(std::process::ExitStatus,
         if let Some(status) = child.0.try_wait()? {
             break status;
         }
-        anyhow::ensure!(start.elapsed() < LIMIT, "the agent kept running with {flag} taken");
+        anyhow::ensure!(
+            start.elapsed() < LIMIT,
+            "the agent kept running with {flag} taken"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     Ok((status, rx.try_iter().collect()))

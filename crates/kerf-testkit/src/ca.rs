@@ -87,7 +87,8 @@ pub fn webhook_cert_files() -> anyhow::Result<(std::path::PathBuf, std::path::Pa
         std::sync::OnceLock::new();
     let written = FILES.get_or_init(|| {
         let write = || -> anyhow::Result<_> {
-            let dir = std::env::temp_dir().join(format!("kerf-test-webhook-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("kerf-test-webhook-{}", std::process::id()));
             std::fs::create_dir_all(&dir)?;
             let leaf = TestCa::new()?.leaf("kerf-agent-webhook.kerf-system.svc", "kerf-agent")?;
             let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));

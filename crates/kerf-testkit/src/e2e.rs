@@ -333,6 +333,7 @@ impl Env {
 
     /// Starts an agent the scenario holds itself (several may run side by side). Panics
     /// when an address of `settings` cannot be bound (the harness binds port 0).
+    #[allow(clippy::panic)] // test helper: an agent that cannot start fails the test
     pub async fn spawn_agent(&self, settings: Settings) -> Agent {
         match Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await {
             Ok(agent) => agent,

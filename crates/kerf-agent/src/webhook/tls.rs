@@ -14,10 +14,10 @@ use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use chrono::{DateTime, Utc};
-use kerf_decide::duration::Rfc3339;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
+use kerf_decide::duration::Rfc3339;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -75,7 +75,10 @@ impl ReloadingCert {
         if let Some((_, why)) = &stamps.1 {
             return Some(why.clone());
         }
-        let not_after = *self.not_after.lock().unwrap_or_else(PoisonError::into_inner);
+        let not_after = *self
+            .not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         not_after.filter(|t| *t <= now).map(|t| {
             format!(
                 "certificate {} expired at {}",
@@ -103,7 +106,10 @@ impl ReloadingCert {
         }
         match read_pair(&self.cert_path, &self.key_path, &self.provider) {
             Ok(key) => {
-                *self.not_after.lock().unwrap_or_else(PoisonError::into_inner) = not_after(&key);
+                *self
+                    .not_after
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = not_after(&key);
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
                 *stamps = (now, None);
                 Ok(true)

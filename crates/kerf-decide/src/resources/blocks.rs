@@ -209,9 +209,12 @@ fn in_place_block<'a>(
     if let Some(why) = unsupported.reason(plan.resource) {
         return Some((wk::REASON_UNSUPPORTED_NODE, why));
     }
-    unsupported
-        .webhook
-        .map(|problem| (wk::REASON_WEBHOOK_CERTIFICATE_UNUSABLE, Refusal::WebhookCertificate(problem)))
+    unsupported.webhook.map(|problem| {
+        (
+            wk::REASON_WEBHOOK_CERTIFICATE_UNUSABLE,
+            Refusal::WebhookCertificate(problem),
+        )
+    })
 }
 
 /// GR-22, RB-32..RB-34: the end of the decrease hold of a rolled-back resource.
