@@ -31,6 +31,9 @@ pub struct Context {
     pub shutdown: watch::Receiver<bool>,
     /// Whether the API server serves `pods/resize` (design D19), from discovery at start.
     pub resize_subresource: bool,
+    /// Why the webhook has no usable certificate; `None` while it has one (in-place
+    /// changes wait meanwhile).
+    pub webhook_certificate: crate::webhook::CertificateProblem,
     /// Whether the API server answers, as the client's requests see it.
     pub api_health: crate::apiclient::ApiHealth,
     /// The limit on actuating writes that the client applies.

@@ -127,6 +127,7 @@ pub fn explain_key(
         hub,
         settings,
         resize_subresource,
+        webhook_certificate_problem: None,
     };
     let f = facts::gather(src, &workload, &rsr.spec, &status, now);
     let e = kerf_decide::explain(&f, &policy, now);

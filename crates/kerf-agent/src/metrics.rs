@@ -271,7 +271,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = crate::listen::bind(addr)?;
-    tracing::info!(%addr, "metrics and health server listening");
+    tracing::info!(addr = %listener.local_addr()?, "metrics and health server listening");
+    serve_on(listener, router, shutdown).await
+}
+
+/// Serves `router` on a bound `listener` until `shutdown` completes.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await

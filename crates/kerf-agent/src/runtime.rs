@@ -16,6 +16,7 @@ use crate::cli::LogFormat;
 use crate::clock::{SharedClock, SystemClock};
 use crate::context::Context;
 use crate::lease::{Elector, LeaderState, always_leader};
+use crate::listen::{BindError, bind_setting};
 use crate::metrics::{self, Metrics};
 use crate::settings::{LogSettings, Settings};
 
@@ -39,7 +40,8 @@ pub fn main(settings: Settings) -> ExitCode {
     match rt.block_on(run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "kerf-agent stopped");
+            // Each error of `run` names its cause in its own message.
+            tracing::error!(error = %e, "kerf-agent stopped");
             ExitCode::FAILURE
         }
     }
@@ -82,7 +84,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let client = client().await.map_err(|e| {
         anyhow::anyhow!("cannot build a Kubernetes client (in-cluster or KUBECONFIG): {e}")
     })?;
-    let agent = Agent::start(client, settings, Arc::new(SystemClock)).await;
+    let agent = Agent::start(client, settings, Arc::new(SystemClock)).await?;
     wait_for_signal().await;
     tracing::info!("shutting down");
     agent.stop().await;
@@ -114,7 +116,18 @@ impl Agent {
     /// Starts the agent's tasks on `client` with `settings` and `clock`: caches, lease
     /// (when enabled), metrics server and, once the caches synced and while leading, the
     /// controllers. Asks discovery once whether `pods/resize` is served (design D19).
-    pub async fn start(client: kube::Client, settings: Settings, clock: SharedClock) -> Agent {
+    /// Fails, before anything starts, when the metrics or webhook address cannot be bound.
+    pub async fn start(
+        client: kube::Client,
+        settings: Settings,
+        clock: SharedClock,
+    ) -> Result<Agent, BindError> {
+        let metrics_listener = bind_setting(
+            "metrics-addr",
+            settings.metrics_addr,
+            "metrics and health server",
+        )?;
+        let webhook_listener = bind_setting("webhook-addr", settings.webhook.addr, "webhook")?;
         let settings = Arc::new(settings);
         let guard = Guard::new(settings.reconcile.write_rate());
         let client = guard.wrap(client);
@@ -146,10 +159,17 @@ impl Agent {
         let ready = ready_check(&cache, &guard.health);
         let report = crate::report::source::router(cache.clone(), clock.clone());
         let servers = MetricsServer { ready, report };
-        spawn_metrics_server(&mut tasks, &settings, &metrics, servers, shutdown.clone());
-        crate::webhook::spawn(
+        spawn_metrics_server(
+            &mut tasks,
+            metrics_listener,
+            &metrics,
+            servers,
+            shutdown.clone(),
+        );
+        let (_, webhook_certificate) = crate::webhook::spawn(
             &mut tasks,
             &settings.webhook,
+            webhook_listener,
             &cache,
             metrics.webhook.clone(),
             shutdown.clone(),
@@ -163,18 +183,19 @@ impl Agent {
             metrics,
             shutdown,
             resize_subresource,
+            webhook_certificate,
             api_health: guard.health.clone(),
             limiter: guard.limiter.clone(),
         };
         tasks.spawn(leader_work(ctx.clone()));
         tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");
-        Agent {
+        Ok(Agent {
             ctx,
             shutdown_tx,
             tasks,
             watches,
             _leader_tx: leader_tx,
-        }
+        })
     }
 
     /// What the components share.
@@ -221,19 +242,18 @@ struct MetricsServer {
 
 fn spawn_metrics_server(
     tasks: &mut JoinSet<()>,
-    settings: &Settings,
+    listener: tokio::net::TcpListener,
     metrics: &Metrics,
     servers: MetricsServer,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let router = metrics::router(metrics.registry.clone(), servers.ready).merge(servers.report);
-    let addr = settings.metrics_addr;
     tasks.spawn(async move {
         let stop = async move {
             let _ = shutdown.wait_for(|s| *s).await;
         };
-        if let Err(e) = metrics::serve(addr, router, stop).await {
-            tracing::error!(%addr, error = %e, "metrics server failed");
+        if let Err(e) = metrics::serve_on(listener, router, stop).await {
+            tracing::error!(error = %e, "metrics server failed");
         }
     });
 }

@@ -182,6 +182,10 @@ name_list! {
         REASON_SINGLE_REPLICA_UNSAFE = "SingleReplicaUnsafe",
         /// blocked: a PodDisruptionBudget refused or held the eviction of an outdated pod.
         REASON_POD_DISRUPTION_BUDGET = "PodDisruptionBudget",
+        /// blocked: in-place change held while the agent's mutating webhook has no usable
+        /// certificate (missing, unreadable, expired or not matching its key): new pods
+        /// would start with the template's values.
+        REASON_WEBHOOK_CERTIFICATE_UNUSABLE = "WebhookCertificateUnusable",
     ]
 }
 

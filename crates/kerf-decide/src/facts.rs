@@ -209,6 +209,9 @@ pub struct AgentSettings {
     pub unsupported_node_selectors: Vec<BTreeMap<String, String>>,
     /// Whether the API server serves `pods/resize` (design D19).
     pub resize_subresource: bool,
+    /// Why the agent's mutating webhook has no usable certificate; `None` while it has one.
+    /// In-place changes wait while it has none.
+    pub webhook_certificate_problem: Option<String>,
 }
 
 impl Default for AgentSettings {
@@ -217,6 +220,7 @@ impl Default for AgentSettings {
             tolerance_milli_percent: DEFAULT_TOLERANCE_MILLI_PERCENT,
             unsupported_node_selectors: Vec::new(),
             resize_subresource: true,
+            webhook_certificate_problem: None,
         }
     }
 }

@@ -454,6 +454,22 @@ fn a_cluster_without_pods_resize_blocks_in_place_with_unsupported_node() {
     assert!(b.message.contains("pods/resize"));
 }
 
+#[test]
+fn in_place_waits_while_the_webhook_has_no_usable_certificate() {
+    let mut f = with_rec("250m", "256Mi");
+    f.settings.webhook_certificate_problem = Some("reading /certs/tls.crt: not found".into());
+    let b = block(&run(&f)).clone();
+    assert_eq!(b.reason, wk::REASON_WEBHOOK_CERTIFICATE_UNUSABLE);
+    assert!(b.message.contains("/certs/tls.crt"), "{}", b.message);
+    // A rollout changes the template itself: no webhook is needed.
+    let mut p = policy();
+    set_strategy(&mut p, Strategy::Rollout);
+    let by_rollout = apply(&decide(&f, &p, now())).resources.clone();
+    assert!(!by_rollout.is_empty());
+    f.settings.webhook_certificate_problem = None;
+    assert_eq!(apply(&run(&f)).resources, by_rollout);
+}
+
 // design D8
 #[test]
 fn containers_the_template_lacks_are_dropped_and_named() {

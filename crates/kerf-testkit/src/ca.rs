@@ -78,3 +78,25 @@ impl TestCa {
         })
     }
 }
+
+/// A serving certificate and its key for 127.0.0.1, written once per test process into the
+/// temporary directory, for the agents tests start (in-place changes wait while the
+/// agent's webhook has no usable certificate): `(certificate file, key file)`.
+pub fn webhook_cert_files() -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    static FILES: std::sync::OnceLock<Result<(std::path::PathBuf, std::path::PathBuf), String>> =
+        std::sync::OnceLock::new();
+    let written = FILES.get_or_init(|| {
+        let write = || -> anyhow::Result<_> {
+            let dir =
+                std::env::temp_dir().join(format!("kerf-test-webhook-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let leaf = TestCa::new()?.leaf("kerf-agent-webhook.kerf-system.svc", "kerf-agent")?;
+            let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+            std::fs::write(&cert, leaf.cert_pem)?;
+            std::fs::write(&key, leaf.key_pem)?;
+            Ok((cert, key))
+        };
+        write().map_err(|e| format!("cannot write the test webhook certificate: {e}"))
+    });
+    written.clone().map_err(anyhow::Error::msg)
+}

@@ -238,6 +238,8 @@ impl Env {
     /// hub, short durations.
     pub fn settings(&self, opts: &AgentOptions) -> anyhow::Result<Settings> {
         let url = self.hub.url();
+        let (cert, key) = crate::webhook_cert_files()?;
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
         let argv = [
             "kerf-agent",
             "run",
@@ -254,6 +256,12 @@ impl Env {
             "--leader-election=false",
             "--metrics-addr",
             "127.0.0.1:0",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-cert-file",
+            &cert,
+            "--webhook-key-file",
+            &key,
             "--leader-identity",
             "e2e",
         ];
@@ -323,8 +331,13 @@ impl Env {
         self.agent = Some(self.spawn_agent(settings).await);
     }
 
-    /// Starts an agent the scenario holds itself (several may run side by side).
+    /// Starts an agent the scenario holds itself (several may run side by side). Panics
+    /// when an address of `settings` cannot be bound (the harness binds port 0).
+    #[allow(clippy::panic)] // test helper: an agent that cannot start fails the test
     pub async fn spawn_agent(&self, settings: Settings) -> Agent {
-        Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await
+        match Agent::start(self.client.clone(), settings, Arc::new(SystemClock)).await {
+            Ok(agent) => agent,
+            Err(e) => panic!("the agent did not start: {e}"),
+        }
     }
 }

@@ -28,7 +28,7 @@ mod fixtures;
 mod kubectl;
 mod process;
 
-pub use ca::{Leaf, TestCa};
+pub use ca::{Leaf, TestCa, webhook_cert_files};
 pub use chart::{chart_dir, helm, repo_root, template};
 pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation, seed_deployment};
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};

@@ -75,7 +75,7 @@ pub fn agent_binary(build: AgentBuild) -> anyhow::Result<PathBuf> {
 
 /// `kerf-agent run` of the binary `bin` as tests start it: cluster `cluster`, namespace
 /// `kerf-system`, the hub at `hub_url` polled every `poll`, leader election off, the
-/// webhook on a free loopback port. The caller adds the rest.
+/// webhook on a free loopback port with the test certificate. The caller adds the rest.
 pub fn agent_run(bin: &Path, cluster: &str, hub_url: &str, poll: &str) -> Command {
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -87,5 +87,9 @@ pub fn agent_run(bin: &Path, cluster: &str, hub_url: &str, poll: &str) -> Comman
     ])
     .args(["--hub-url", hub_url, "--hub-poll-interval", poll])
     .args(["--leader-election=false", "--webhook-addr", "127.0.0.1:0"]);
+    if let Ok((cert, key)) = crate::webhook_cert_files() {
+        cmd.arg("--webhook-cert-file").arg(cert);
+        cmd.arg("--webhook-key-file").arg(key);
+    }
     cmd
 }

@@ -260,7 +260,7 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     // The cluster frozen (--freeze-now): a new change of another workload is blocked.
     let mut settings = env.settings(&opts)?;
     settings.freeze.now = true;
-    let agent = Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await;
+    let agent = Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await?;
     env.deployment("api", 1, "200m", "256Mi").await?;
     env.wait_ready("api", 1).await?;
     env.recommend(vec![

@@ -70,7 +70,7 @@ async fn agent(env: &Env, settle: Duration) -> anyhow::Result<Agent> {
     let mut settings = env.settings(&AgentOptions::default())?;
     settings.on_delete.settle = settle;
     assert_eq!(settings.on_delete.max_pod_deletes_per_run, 1);
-    Ok(Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await)
+    Ok(Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await?)
 }
 
 /// The pods' uids by name and their CPU requests, once every pod is Ready.

@@ -380,7 +380,7 @@ async fn set_up(env: &mut Env) -> anyhow::Result<()> {
 
 /// Runs every scenario to its end with the agent on `client`.
 async fn scenarios(env: &mut Env, client: Client) -> anyhow::Result<()> {
-    let agent = Agent::start(client, settings(env)?, Arc::new(SystemClock)).await;
+    let agent = Agent::start(client, settings(env)?, Arc::new(SystemClock)).await?;
     let c = env.client.clone();
     // In place, then a breach: the rollback.
     let ns = env.ns.clone();

@@ -299,6 +299,8 @@ pub struct Sources<'a> {
     pub settings: &'a Settings,
     /// Whether the API server serves `pods/resize`.
     pub resize_subresource: bool,
+    /// Why the agent's webhook has no usable certificate, if it has none.
+    pub webhook_certificate_problem: Option<&'a str>,
 }
 
 /// The workload's approval of the recommendation the rsr holds, if the config lists one:
@@ -402,6 +404,7 @@ pub fn gather(
                 .map(|s| s.0.clone())
                 .collect(),
             resize_subresource: src.resize_subresource,
+            webhook_certificate_problem: src.webhook_certificate_problem.map(str::to_owned),
         },
         state: rsr_state(status, now),
     }

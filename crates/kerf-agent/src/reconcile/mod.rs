@@ -272,6 +272,7 @@ impl Reconciler {
         let mut changes = self.ctx.cache.subscribe();
         let mut shutdown = self.ctx.shutdown.clone();
         let mut leader = self.ctx.leader.clone();
+        let mut webhook_certificate = self.ctx.webhook_certificate.clone();
         self.restore_pending();
         self.wait_first_poll().await;
         // What the first mirroring mirrors is seen: only a later change of the hub state
@@ -328,6 +329,8 @@ impl Reconciler {
                 }
                 _ = async { let _ = shutdown.wait_for(|s| *s).await; } => break,
                 _ = leader.changed() => if !self.ctx.may_write() { break },
+                // In-place changes held for the certificate go in once it is usable.
+                r = webhook_certificate.changed() => if r.is_ok() { dirty = self.every_key("webhook certificate") },
             }
         }
         // The passes that started end as they would have: each checks the lease before

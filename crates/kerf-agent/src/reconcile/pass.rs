@@ -59,11 +59,13 @@ impl<'a> Pass<'a> {
         let now = ctx.clock.now();
         let policies = facts::policies(&ctx.cache);
         let policy = facts::policy_for(&workload, &ctx.cache, &policies, hub, &ctx.settings);
+        let webhook_problem = ctx.webhook_certificate.borrow().clone();
         let src = Sources {
             cache: &ctx.cache,
             hub,
             settings: &ctx.settings,
             resize_subresource: ctx.resize_subresource,
+            webhook_certificate_problem: webhook_problem.as_deref(),
         };
         let all_pods = ctx.cache.pods_of(key);
         Pass {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kerf_api::WorkloadKind;
+use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 
@@ -21,58 +22,93 @@ use crate::settings::WebhookSettings;
 /// How often a missing or unusable certificate is tried again at start.
 const CERT_RETRY: Duration = Duration::from_secs(5);
 
+/// Why the webhook cannot serve, as the reconciler reads it: `None` while it serves a
+/// usable certificate. In-place changes wait while it is `Some`.
+pub type CertificateProblem = watch::Receiver<Option<String>>;
+
 /// Starts the webhook on every replica: the feed from the caches and the HTTPS server on
-/// `settings.addr`. Returns the index the server reads.
+/// `listener` (bound to `settings.addr`). Returns the index the server reads and whether
+/// its certificate is usable, checked every few seconds.
 pub fn spawn(
     tasks: &mut JoinSet<()>,
     settings: &WebhookSettings,
+    listener: TcpListener,
     cache: &CacheSet,
     metrics: WebhookMetrics,
     shutdown: watch::Receiver<bool>,
-) -> SharedIndex {
+) -> (SharedIndex, CertificateProblem) {
     let index = SharedIndex::new();
     tasks.spawn(feed(cache.clone(), index.clone(), shutdown.clone()));
     let router = super::router(index.clone(), metrics);
     let settings = settings.clone();
+    let (problem_tx, problem) = watch::channel(Some("not read yet".to_owned()));
     tasks.spawn(async move {
         let stop = stopped(shutdown.clone());
-        let Some(certs) = load_certs(&settings.cert_file, &settings.key_file, shutdown).await
-        else {
+        let files = (settings.cert_file.as_path(), settings.key_file.as_path());
+        let Some(certs) = load_certs(files, &problem_tx, shutdown.clone()).await else {
             return;
         };
-        let listener = match crate::listen::bind(settings.addr) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(addr = %settings.addr, error = %e, "webhook cannot listen");
-                return;
-            }
-        };
-        tracing::info!(addr = %settings.addr, "webhook listening");
-        if let Err(e) = super::serve(listener, certs, router, stop).await {
+        let check = check_certificate(certs.clone(), problem_tx, shutdown);
+        let serve = super::serve(listener, certs, router, stop);
+        if let (Err(e), ()) = tokio::join!(serve, check) {
             tracing::error!(error = %e, "webhook server failed");
         }
     });
-    index
+    (index, problem)
 }
 
 async fn stopped(mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
 }
 
+/// Publishes `problem` when it differs from the one published, logging the change.
+fn publish(tx: &watch::Sender<Option<String>>, problem: Option<String>) {
+    tx.send_if_modified(|published| {
+        if *published == problem {
+            return false;
+        }
+        match &problem {
+            Some(why) => tracing::warn!(
+                error = %why,
+                "webhook certificate not usable: in-place changes wait"
+            ),
+            None => tracing::info!("webhook certificate usable: in-place changes resume"),
+        }
+        *published = problem;
+        true
+    });
+}
+
 /// Loads the certificate, retrying until it is usable (cert-manager may not have issued
-/// it yet) or the agent stops.
+/// it yet) or the agent stops; publishes why it is not usable meanwhile.
 async fn load_certs(
-    cert: &Path,
-    key: &Path,
+    (cert, key): (&Path, &Path),
+    problem: &watch::Sender<Option<String>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<Arc<ReloadingCert>> {
     loop {
         match ReloadingCert::load(cert, key) {
             Ok(c) => return Some(c),
-            Err(e) => tracing::warn!(error = %e, "webhook certificate not usable yet"),
+            Err(e) => publish(problem, Some(e.to_string())),
         }
         tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return None,
+            () = tokio::time::sleep(CERT_RETRY) => {}
+        }
+    }
+}
+
+/// Checks the certificate now and every [`CERT_RETRY`] until the agent stops (the files
+/// may change, the certificate may expire), publishing what it finds.
+async fn check_certificate(
+    certs: Arc<ReloadingCert>,
+    problem: watch::Sender<Option<String>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        publish(&problem, certs.problem(chrono::Utc::now()));
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
             () = tokio::time::sleep(CERT_RETRY) => {}
         }
     }

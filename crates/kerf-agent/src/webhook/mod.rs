@@ -28,7 +28,7 @@ use axum::routing::post;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 
-pub use feed::spawn;
+pub use feed::{CertificateProblem, spawn};
 pub use index::{LiveIndex, SharedIndex, WorkloadLive};
 pub use review::{Answer, Outcome, SlimPod, answer, encode};
 pub use tls::{ReloadingCert, serve};

@@ -13,9 +13,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
+use chrono::{DateTime, Utc};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
+use kerf_decide::duration::Rfc3339;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -37,9 +39,12 @@ pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
-    /// The files' stamp when the served pair was read, and the last stamp that failed.
-    stamps: Mutex<(Stamp, Option<Stamp>)>,
+    /// The files' stamp when the served pair was read, and the last stamp that failed
+    /// with why.
+    stamps: Mutex<(Stamp, Option<(Stamp, String)>)>,
     current: RwLock<Arc<CertifiedKey>>,
+    /// When the served certificate expires, if its validity could be read.
+    not_after: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl ReloadingCert {
@@ -48,13 +53,39 @@ impl ReloadingCert {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let stamp = stamp(cert_path, key_path)?;
         let key = read_pair(cert_path, key_path, &provider)?;
+        let not_after = not_after(&key);
         Ok(Arc::new(ReloadingCert {
             cert_path: cert_path.to_owned(),
             key_path: key_path.to_owned(),
             provider,
             stamps: Mutex::new((stamp, None)),
             current: RwLock::new(Arc::new(key)),
+            not_after: Mutex::new(not_after),
         }))
+    }
+
+    /// Why the certificate cannot serve the webhook at `now`, or `None` when it can: the
+    /// files changed into an unusable pair (missing, unreadable, not matching), or the
+    /// served certificate expired. Re-reads the files first if they changed.
+    pub fn problem(&self, now: DateTime<Utc>) -> Option<String> {
+        if let Err(e) = self.refresh() {
+            return Some(e.to_string());
+        }
+        let stamps = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, why)) = &stamps.1 {
+            return Some(why.clone());
+        }
+        let not_after = *self
+            .not_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        not_after.filter(|t| *t <= now).map(|t| {
+            format!(
+                "certificate {} expired at {}",
+                self.cert_path.display(),
+                Rfc3339(t)
+            )
+        })
     }
 
     /// The pair served now.
@@ -70,17 +101,21 @@ impl ReloadingCert {
     pub fn refresh(&self) -> Result<bool, WebhookError> {
         let now = stamp(&self.cert_path, &self.key_path)?;
         let mut stamps = self.stamps.lock().unwrap_or_else(PoisonError::into_inner);
-        if now == stamps.0 || Some(now) == stamps.1 {
+        if now == stamps.0 || stamps.1.as_ref().is_some_and(|(s, _)| *s == now) {
             return Ok(false);
         }
         match read_pair(&self.cert_path, &self.key_path, &self.provider) {
             Ok(key) => {
+                *self
+                    .not_after
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = not_after(&key);
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
                 *stamps = (now, None);
                 Ok(true)
             }
             Err(e) => {
-                stamps.1 = Some(now);
+                stamps.1 = Some((now, e.to_string()));
                 Err(e)
             }
         }
@@ -102,6 +137,13 @@ impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current())
     }
+}
+
+/// When the leaf certificate of `key` expires (`notAfter`), if it parses.
+fn not_after(key: &CertifiedKey) -> Option<DateTime<Utc>> {
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    DateTime::from_timestamp(cert.validity().not_after.timestamp(), 0)
 }
 
 fn file_stamp(path: &Path) -> Result<(SystemTime, u64), WebhookError> {

@@ -58,6 +58,7 @@ impl Launch {
         let log = Arc::new(Mutex::new(
             File::options().create(true).append(true).open(&self.log)?,
         ));
+        let (cert, key) = kerf_testkit::webhook_cert_files()?;
         let mut cmd = Command::new(&self.binary);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env_remove(kerf_agent::failpoints::ENV)
@@ -66,6 +67,10 @@ impl Launch {
             .args(["--hub-url", &self.hub_url, "--hub-poll-interval", "1s"])
             .args(["--leader-election=false", "--metrics-addr", "127.0.0.1:0"])
             .args(["--webhook-addr", "127.0.0.1:0", "--on-delete-settle", "1s"])
+            .arg("--webhook-cert-file")
+            .arg(&cert)
+            .arg("--webhook-key-file")
+            .arg(&key)
             .args(["--log-format", "text"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -56,6 +56,9 @@ pub enum Refusal<'a> {
         /// Its node.
         node: &'a str,
     },
+    /// The agent's mutating webhook has no usable certificate (the problem): pods created
+    /// after an in-place change would start with the template's values.
+    WebhookCertificate(&'a str),
 }
 
 impl ResourceBlock<'_> {
@@ -83,6 +86,10 @@ impl ResourceBlock<'_> {
             Refusal::Swap { pod, node } => {
                 format!("pod {pod} runs on node {node}, which has swap: no in-place memory change")
             }
+            Refusal::WebhookCertificate(problem) => format!(
+                "the agent's webhook has no usable certificate ({problem}): in-place changes wait, \
+                 or new pods would start with the template's values"
+            ),
         }
     }
 }
@@ -199,9 +206,15 @@ fn in_place_block<'a>(
     if plan.resource == Resource::Memory && runtime.needs_restart_for_memory() && !restart {
         return Some((wk::REASON_RESTART_POLICY_REQUIRED, Refusal::RestartPolicy));
     }
-    unsupported
-        .reason(plan.resource)
-        .map(|why| (wk::REASON_UNSUPPORTED_NODE, why))
+    if let Some(why) = unsupported.reason(plan.resource) {
+        return Some((wk::REASON_UNSUPPORTED_NODE, why));
+    }
+    unsupported.webhook.map(|problem| {
+        (
+            wk::REASON_WEBHOOK_CERTIFICATE_UNUSABLE,
+            Refusal::WebhookCertificate(problem),
+        )
+    })
 }
 
 /// GR-22, RB-32..RB-34: the end of the decrease hold of a rolled-back resource.
@@ -211,11 +224,13 @@ fn rollback_hold(plan: &ResourcePlan<'_>, ctx: &BlockCtx<'_>) -> Option<DateTime
     (plan.decreases() && rb.resources.contains(&plan.resource) && ctx.now < until).then_some(until)
 }
 
-/// Why in-place changes cannot work on the workload's nodes (AP-14, AP-15, design D19).
+/// Why in-place changes cannot work on the workload's nodes (AP-14, AP-15, design D19), or
+/// must wait for the webhook's certificate.
 #[derive(Default)]
 struct UnsupportedNodes<'a> {
     all: Option<Refusal<'a>>,
     memory: Option<Refusal<'a>>,
+    webhook: Option<&'a str>,
 }
 
 impl<'a> UnsupportedNodes<'a> {
@@ -228,11 +243,19 @@ impl<'a> UnsupportedNodes<'a> {
 }
 
 fn unsupported_nodes(facts: &Facts) -> UnsupportedNodes<'_> {
+    let webhook = facts.settings.webhook_certificate_problem.as_deref();
     if !facts.settings.resize_subresource {
         let all = Some(Refusal::NoResizeSubresource);
-        return UnsupportedNodes { all, memory: None };
+        return UnsupportedNodes {
+            all,
+            memory: None,
+            webhook,
+        };
     }
-    let mut out = UnsupportedNodes::default();
+    let mut out = UnsupportedNodes {
+        webhook,
+        ..UnsupportedNodes::default()
+    };
     for pod in &facts.pods {
         let Some(node) = pod.node.as_deref().and_then(|n| facts.node(n)) else {
             continue;
