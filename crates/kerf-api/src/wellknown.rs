@@ -324,6 +324,9 @@ name_list! {
         CONDITION_REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress",
         /// Progressing=False: no rollout is in progress.
         CONDITION_REASON_ROLLOUT_COMPLETE = "RolloutComplete",
+        /// Valid=False: a workload annotation key under `kerf.getkerf.dev/` that Kerf does not
+        /// read (the message names it and the nearest known key); it changes nothing.
+        CONDITION_REASON_UNKNOWN_ANNOTATION = "UnknownAnnotation",
     ]
 }
 

@@ -173,7 +173,10 @@ pub(super) fn count_decision(p: &Pass<'_>, decision: &Decision) {
         .inc();
 }
 
-/// Says in status that the hub withdrew the recommendation.
+/// Says in status that the hub withdrew the recommendation, or that the rsr could not hold
+/// it: then Valid=False names the refused fields and a Warning Kubernetes Event says so once
+/// per recommendation id (the status kept in the API server remembers it across passes and
+/// restarts).
 pub(super) async fn withdrawn(
     p: &Pass<'_>,
     s: &RightsizingRecommendationStatus,
@@ -192,7 +195,12 @@ pub(super) async fn withdrawn(
         withdrawn: true,
         now: p.now,
     });
-    Ok(sink.writer.write(&new).await?)
+    let warning = status::refused_warning(&sink.writer.last, &new);
+    sink.writer.write(&new).await?;
+    if let Some((reason, message)) = warning {
+        sink.recorder.warn(&sink.rsr, reason, &message, p.now).await;
+    }
+    Ok(())
 }
 
 /// The hub's recommendation the rsr could not hold, as `Valid=False InvalidSpec` (see
