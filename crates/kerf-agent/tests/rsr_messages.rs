@@ -13,23 +13,12 @@ use kerf_agent::reconcile::report;
 use kerf_agent::status;
 use kerf_api::condition::{Condition, ConditionStatus};
 use kerf_api::event::{EventType, EventWorkload};
-use kerf_api::policy::{Mode, RightsizingPolicy};
+use kerf_api::policy::Mode;
 use kerf_api::rsr::{ChangeState, Phase, RightsizingRecommendationStatus};
 use kerf_api::wellknown as wk;
-use kerf_decide::effective::{EffectivePolicy, Layer, PolicyInputs, Sourced, effective_policy};
-use kerf_decide::facts::Facts;
-use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, values};
+use kerf_decide::effective::{Layer, Sourced};
+use pipeline_fixture::{effective_with, now, policy, set_mode, template};
 use status_support::{build, in_place_change};
-
-/// The template at `cpu` millicores / `memory` MiB without limits, the hub recommending
-/// `rec_cpu` / `rec_memory`.
-fn template(cpu: i64, memory: i64, rec_cpu: &str, rec_memory: &str) -> Facts {
-    let mut f = facts();
-    f.workload.containers[0].requests = values(Some(cpu), Some(memory * MI));
-    f.workload.containers[0].limits = values(None, None);
-    f.recommendation.containers = vec![recommendation(rec_cpu, rec_memory)];
-    f
-}
 
 fn released() -> RightsizingRecommendationStatus {
     RightsizingRecommendationStatus {
@@ -113,31 +102,12 @@ fn a_mode_set_above_the_policy_says_where_it_comes_from() {
     );
 }
 
-/// The effective policy of the fixture's workload with `annotations`, under a policy in
-/// `mode` that selects it.
-#[allow(clippy::unwrap_used)]
-fn effective(mode: &str, annotations: &[(&str, &str)]) -> EffectivePolicy {
-    let spec = format!("{{selector: {{namespaces: [payments]}}, mode: {mode}}}");
-    let policies = vec![RightsizingPolicy::new(
-        "payments",
-        serde_yaml::from_str(&spec).unwrap(),
-    )];
-    effective_policy(&PolicyInputs {
-        workload: &pipeline_fixture::workload_meta("payments", annotations),
-        policies: &policies,
-        hub_fleet: None,
-        hub_cluster: None,
-        cluster_defaults: None,
-        hub_override: None,
-    })
-}
-
 #[test]
 fn an_unknown_annotation_key_is_named_on_valid_and_warned_once_but_keeps_reason() {
     let mut f = template(800, 2048, "400m", "1536Mi");
     let none = RightsizingRecommendationStatus::default();
-    let clean = build(&mut f, &effective("audit", &[]), &none);
-    let typo = effective("audit", &[("kerf.getkerf.dev/modee", "off")]);
+    let clean = build(&mut f, &effective_with("payments", "audit", &[]), &none);
+    let typo = effective_with("payments", "audit", &[("kerf.getkerf.dev/modee", "off")]);
     let s = build(&mut f, &typo, &none);
     let v = valid(&s)
         .cloned()

@@ -5,29 +5,15 @@
 #[path = "pipeline_fixture/mod.rs"]
 mod fixture;
 
-use kerf_api::policy::{Mode, RightsizingPolicy};
+use kerf_api::policy::Mode;
 use kerf_api::wellknown::{ANNOTATION_MODE, ANNOTATIONS};
 use kerf_decide::decide;
 use kerf_decide::effective::unknown_keys::{nearest_known, unknown_keys};
-use kerf_decide::effective::{EffectivePolicy, Layer, PolicyInputs, effective_policy};
+use kerf_decide::effective::{EffectivePolicy, Layer};
 
-/// The effective policy of a workload in namespace `shop` with `annotations`, under a
-/// policy that selects it in auto-patch.
-#[allow(clippy::unwrap_used)]
+/// The effective policy of `shop/checkout` with `annotations`, in auto-patch.
 fn effective(annotations: &[(&str, &str)]) -> EffectivePolicy {
-    let spec = "{selector: {namespaces: [shop]}, mode: auto-patch}";
-    let policies = vec![RightsizingPolicy::new(
-        "shop",
-        serde_yaml::from_str(spec).unwrap(),
-    )];
-    effective_policy(&PolicyInputs {
-        workload: &fixture::workload_meta("shop", annotations),
-        policies: &policies,
-        hub_fleet: None,
-        hub_cluster: None,
-        cluster_defaults: None,
-        hub_override: None,
-    })
+    fixture::effective_with("shop", "auto-patch", annotations)
 }
 
 #[test]

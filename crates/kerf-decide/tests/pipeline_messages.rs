@@ -8,18 +8,8 @@ use fixture::*;
 use kerf_api::policy::Mode;
 use kerf_api::wellknown as wk;
 use kerf_decide::explain::{Verdict, explain};
-use kerf_decide::facts::Facts;
 use kerf_decide::pipeline::Check;
 use kerf_decide::{Outcome, decide};
-
-/// The template at `cpu`/`memory` (no limits), the hub recommending `rec_cpu`/`rec_memory`.
-fn template(cpu: i64, memory: i64, rec_cpu: &str, rec_memory: &str) -> Facts {
-    let mut f = facts();
-    f.workload.containers[0].requests = values(Some(cpu), Some(memory * MI));
-    f.workload.containers[0].limits = values(None, None);
-    f.recommendation.containers = vec![recommendation(rec_cpu, rec_memory)];
-    f
-}
 
 // rule: GR-24
 #[test]
