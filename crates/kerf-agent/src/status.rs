@@ -4,7 +4,9 @@
 //! - phase: the decision's (Blocked unless the last change is Applied, GR-40; Deferred
 //!   with `nextWindow` while a deferred change waits, AP-24); Applying while a change is in
 //!   flight; RolledBack while the last change is rolling or rolled back (until a new change
-//!   starts, whatever blocks or skips meanwhile); Released while nothing new is decided.
+//!   starts, whatever blocks or skips meanwhile); Released while the mode keeps the
+//!   released workload out of auto-patch (a mode skip), the decision's phase once it is
+//!   back in auto-patch.
 //! - conditions (design D5): Valid (naming every invalid field or annotation), Blocked
 //!   (reason and message, GR-39), Applied, HealthWatch, Progressing. `lastTransitionTime`
 //!   moves only when a condition's status changes.
@@ -25,6 +27,7 @@ use kerf_api::rsr::{
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{EffectivePolicy, Layer};
 use kerf_decide::facts::Facts;
+use kerf_decide::pipeline::Check;
 use kerf_decide::{Decision, Outcome};
 
 use crate::event_text;
@@ -32,14 +35,16 @@ use crate::summary::{self, SummaryInput};
 
 pub use crate::summary::Invalid;
 
-/// The invalid inputs of an effective policy and a decision: bad annotations, bad policy
-/// fields and recommended containers the template lacks (design D8).
+/// The invalid inputs of an effective policy and a decision: bad annotations, annotation
+/// keys Kerf does not read, bad policy fields and recommended containers the template
+/// lacks (design D8).
 pub fn invalid_inputs(policy: &EffectivePolicy, decision: Option<&Decision>) -> Vec<Invalid> {
     let mut out: Vec<Invalid> = policy
         .problems
         .iter()
         .map(|p| Invalid {
             reason: match p.layer {
+                Layer::Annotation if p.is_unknown_key() => wk::CONDITION_REASON_UNKNOWN_ANNOTATION,
                 Layer::Annotation => wk::CONDITION_REASON_INVALID_ANNOTATION,
                 Layer::Policy => wk::CONDITION_REASON_INVALID_POLICY,
                 _ => wk::CONDITION_REASON_INVALID_SPEC,
@@ -158,9 +163,16 @@ fn phase(input: &StatusInput<'_>, prev: &RightsizingRecommendationStatus) -> Pha
         return prev.phase.unwrap_or(Phase::Pending);
     };
     match state {
-        Some(ChangeState::Released) if matches!(d.outcome, Outcome::Skip(_)) => Phase::Released,
+        Some(ChangeState::Released) if is_mode_skip(&d.outcome) => Phase::Released,
         _ => d.phase,
     }
+}
+
+/// Whether the mode keeps every resource out of auto-patch: a released change shows
+/// Released (ModeChanged) only then. Once the mode is auto-patch again the row shows the
+/// decision's phase and reason, such as Skipped NoSignificantChange.
+fn is_mode_skip(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Skip(s) if s.check == Check::Mode)
 }
 
 fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) {
@@ -350,12 +362,36 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
     }
 }
 
-/// The Warning Kubernetes Event an invalid annotation or policy field calls for: when the
-/// Valid condition of `new` names one (InvalidAnnotation, InvalidPolicy) and `old` did not
-/// say the same. Returns the reason and the message (every invalid field).
+/// The Warning Kubernetes Event an invalid input calls for: when the Valid condition of
+/// `new` names one (InvalidAnnotation, InvalidPolicy, UnknownAnnotation) and `old` did not
+/// say the same. Returns the reason and the message (every invalid field). The status is
+/// kept in the API server, so a restart or a later pass does not warn again.
 pub fn invalid_warning(
     old: &RightsizingRecommendationStatus,
     new: &RightsizingRecommendationStatus,
+) -> Option<(&'static str, String)> {
+    let reasons = [
+        wk::CONDITION_REASON_INVALID_ANNOTATION,
+        wk::CONDITION_REASON_INVALID_POLICY,
+        wk::CONDITION_REASON_UNKNOWN_ANNOTATION,
+    ];
+    valid_warning(old, new, &reasons)
+}
+
+/// The Warning Kubernetes Event of a refused recommendation (Valid=False InvalidSpec, the
+/// message naming the recommendation id and every refused field), once per recommendation
+/// id as [`invalid_warning`] is once per invalid input.
+pub fn refused_warning(
+    old: &RightsizingRecommendationStatus,
+    new: &RightsizingRecommendationStatus,
+) -> Option<(&'static str, String)> {
+    valid_warning(old, new, &[wk::CONDITION_REASON_INVALID_SPEC])
+}
+
+fn valid_warning(
+    old: &RightsizingRecommendationStatus,
+    new: &RightsizingRecommendationStatus,
+    reasons: &[&'static str],
 ) -> Option<(&'static str, String)> {
     let valid = |s: &RightsizingRecommendationStatus| {
         s.conditions
@@ -364,12 +400,7 @@ pub fn invalid_warning(
             .cloned()
     };
     let now = valid(new).filter(|c| c.status == ConditionStatus::False)?;
-    let reason = [
-        wk::CONDITION_REASON_INVALID_ANNOTATION,
-        wk::CONDITION_REASON_INVALID_POLICY,
-    ]
-    .into_iter()
-    .find(|r| *r == now.reason)?;
+    let reason = reasons.iter().copied().find(|r| *r == now.reason)?;
     let before = valid(old);
     let same = before.is_some_and(|b| {
         b.status == now.status && b.reason == now.reason && b.message == now.message

@@ -10,10 +10,14 @@
 //! - REASON: why the rsr is in its phase. Applying and Applied: RecommendationApplied or
 //!   ApprovedOnce, and CanaryResizing or CanaryWatching while the canary of an in-place
 //!   change holds the other pods back; RolledBack: the signal (OOMKills, Restarts, Throttling); Released:
-//!   ModeChanged; Skipped, Blocked and Deferred: the decision's reason. An invalid
-//!   annotation or policy names itself instead (InvalidAnnotation, InvalidPolicy), except
-//!   while a change goes in or after a rollback. A later pass that finds nothing to do
-//!   keeps the reason of the phase.
+//!   ModeChanged (only while the mode keeps the workload out of auto-patch); Skipped,
+//!   Blocked and Deferred: the decision's reason. An invalid annotation or policy names
+//!   itself instead (InvalidAnnotation, InvalidPolicy), except while a change goes in or
+//!   after a rollback. An annotation key Kerf does not read (UnknownAnnotation) changes
+//!   nothing and does not replace REASON: Valid=False and a Warning Event name it. A later
+//!   pass that finds nothing to do keeps the reason of the phase.
+//! - MODE: the effective modes, with `(annotation)` or `(hub override)` when a layer above
+//!   the policy set them.
 //! - `-o wide`: the policy, the last change's time and the end of a running canary watch,
 //!   the next window or the end of the block (RFC 3339).
 
@@ -24,6 +28,7 @@ use kerf_api::rsr::{
     CanaryStage, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary,
 };
 use kerf_api::wellknown as wk;
+use kerf_decide::effective::Layer;
 use kerf_decide::facts::{ContainerFacts, Facts};
 use kerf_decide::quantity;
 use kerf_decide::{Decision, Outcome};
@@ -87,9 +92,11 @@ pub fn request_text(r: Resource, current: i64, recommended: i64) -> String {
     }
 }
 
-/// `auto-patch`, or `cpu:auto-patch,memory:audit` when the modes differ.
-fn mode_text(d: &Decision) -> String {
-    if d.modes.cpu == d.modes.memory {
+/// `auto-patch`, or `cpu:auto-patch,memory:audit` when the modes differ; followed by
+/// where a mode comes from when a layer above the policy set it (`audit (annotation)`,
+/// `off (hub override)`), so that a MODE that differs from the POLICY's says why.
+pub fn mode_text(d: &Decision) -> String {
+    let modes = if d.modes.cpu == d.modes.memory {
         d.modes.cpu.as_str().to_owned()
     } else {
         format!(
@@ -97,8 +104,29 @@ fn mode_text(d: &Decision) -> String {
             d.modes.cpu.as_str(),
             d.modes.memory.as_str()
         )
+    };
+    let mut sources: Vec<&str> = Vec::new();
+    for layer in [d.mode_layers.cpu, d.mode_layers.memory] {
+        let source = match layer {
+            Layer::Annotation => MODE_FROM_ANNOTATION,
+            Layer::HubOverride => MODE_FROM_HUB_OVERRIDE,
+            _ => continue,
+        };
+        if !sources.contains(&source) {
+            sources.push(source);
+        }
+    }
+    if sources.is_empty() {
+        modes
+    } else {
+        format!("{modes} ({})", sources.join(", "))
     }
 }
+
+/// MODE's note for a mode set by a workload annotation.
+pub const MODE_FROM_ANNOTATION: &str = "annotation";
+/// MODE's note for a mode set by the hub's override for the workload.
+pub const MODE_FROM_HUB_OVERRIDE: &str = "hub override";
 
 /// The pod request of `r` as the pods are meant to run it now.
 pub fn running_request(f: &Facts, s: &RightsizingRecommendationStatus, r: Resource) -> i64 {

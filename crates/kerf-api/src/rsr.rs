@@ -204,7 +204,8 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub memory: Option<String>,
-    /// `cpu:<mode>,memory:<mode>`, or one mode when both are equal.
+    /// `cpu:<mode>,memory:<mode>`, or one mode when both are equal; followed by
+    /// `(annotation)` or `(hub override)` when a layer above the policy set a mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub mode: Option<String>,

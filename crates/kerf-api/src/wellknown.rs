@@ -335,6 +335,9 @@ name_list! {
         CONDITION_REASON_OVERLAPPING = "Overlapping",
         /// Overlap=False: no other policy matches any workload this one matches.
         CONDITION_REASON_NO_OVERLAP = "NoOverlap",
+        /// Valid=False: a workload annotation key under `kerf.getkerf.dev/` that Kerf does not
+        /// read (the message names it and the nearest known key); it changes nothing.
+        CONDITION_REASON_UNKNOWN_ANNOTATION = "UnknownAnnotation",
     ]
 }
 

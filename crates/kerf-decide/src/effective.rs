@@ -16,6 +16,7 @@ use crate::select::{Selection, WorkloadMeta, policy_name, select_policy};
 use crate::window::WindowList;
 
 mod layer;
+pub mod unknown_keys;
 
 pub use layer::UNBOUNDED_HOURS;
 
@@ -373,7 +374,8 @@ pub fn effective_policy(inputs: &PolicyInputs<'_>) -> EffectivePolicy {
 /// The annotation layer. An invalid value never widens: an invalid mode counts as `off`,
 /// an invalid strategy keeps the strategy of the layers below, an allow-disruption value
 /// other than "true" or "false" counts as "false", a pin to a missing policy sets `off`
-/// (even over a valid mode annotation). Each is listed in `problems`.
+/// (even over a valid mode annotation). Each is listed in `problems`, and so is every
+/// key under Kerf's prefix that Kerf does not read (it changes nothing else).
 fn apply_annotations(
     ep: &mut EffectivePolicy,
     annotations: &BTreeMap<String, String>,
@@ -418,6 +420,20 @@ fn apply_annotations(
         let msg = "no RightsizingPolicy has this name; mode counts as off";
         ep.problem(ANNOTATION_POLICY, a, name, msg);
         ep.set_mode_both(Mode::Off, a);
+    }
+    unknown_annotations(ep, annotations);
+}
+
+/// Keys under Kerf's prefix that Kerf does not read, each listed in `problems` with the
+/// nearest known key. They change nothing else.
+fn unknown_annotations(ep: &mut EffectivePolicy, annotations: &BTreeMap<String, String>) {
+    for u in unknown_keys::unknown_keys(annotations.keys().map(String::as_str)) {
+        let value = annotations.get(u.key).map_or("", String::as_str);
+        let msg = format!(
+            "not an annotation Kerf reads (the nearest known key is {}); ignored, it changes nothing",
+            u.nearest
+        );
+        ep.problem(u.key, Layer::Annotation, value, &msg);
     }
 }
 

@@ -16,7 +16,7 @@ use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{ApprovalRef, ContainerChange, HpaChange, Phase, Summary};
 
-use crate::effective::{EffectivePolicy, PerResource};
+use crate::effective::{EffectivePolicy, Layer, PerResource};
 use crate::facts::Facts;
 use crate::quantity;
 use crate::resources::{self, BlockCtx, Targets};
@@ -266,6 +266,8 @@ pub struct Decision {
     pub message: String,
     /// The effective mode per resource.
     pub modes: PerResource<Mode>,
+    /// The layer that set each mode (an annotation or a hub override above the policy's).
+    pub mode_layers: PerResource<Layer>,
     /// The strategy decided.
     pub strategy: StrategyChoice,
     /// The pod requests before and after, per resource; [`Decision::summary`] words them.
@@ -399,6 +401,14 @@ impl<'a> Ctx<'a> {
         resource_list(PerResource {
             cpu: self.active.cpu.is_some(),
             memory: self.active.memory.is_some(),
+        })
+    }
+
+    /// The resources the mode holds back (off, or audit without an approval), CPU first.
+    pub(crate) fn held_resources(&self) -> &'static [Resource] {
+        resource_list(PerResource {
+            cpu: self.active.cpu.is_none(),
+            memory: self.active.memory.is_none(),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! e2e: bad input from outside the agent's control: a hub recommendation the rsr's schema
-//! refuses is named on the rsr and not retried, and so is an rsr whose stored spec the
-//! schema refuses (written past an older CRD); neither changes a pod.
+//! refuses is named on the rsr (Valid=False, one Warning Event per recommendation id) and
+//! not retried, and so is an rsr whose stored spec the schema refuses (written past an
+//! older CRD); neither changes a pod.
 
 mod e2e_support;
 
@@ -20,6 +21,17 @@ fn rec_with(env: &Env, id: &str, cpu: &str) -> anyhow::Result<kerf_api::hub::Rec
 /// The rsr's refusal annotation, if any.
 fn refusal(rsr: &Value) -> Option<&str> {
     rsr["metadata"]["annotations"][kerf_agent::rsr_sync::ANNOTATION_INVALID].as_str()
+}
+
+/// The messages of the Warning Kubernetes Events on rsr `web` that name a refused
+/// recommendation (reason InvalidSpec).
+async fn refusal_warnings(env: &Env) -> anyhow::Result<Vec<String>> {
+    let events = env.k8s_events(Some("web"), Some("InvalidSpec")).await?;
+    Ok(events
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| e.message.unwrap_or_default())
+        .collect())
 }
 
 // portable
@@ -96,6 +108,17 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
     assert_eq!(refusal(&later), Some(text.as_str()));
     env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
+    // One Warning Event for the refused recommendation, not one per pass or restart.
+    let warnings = refusal_warnings(&env).await?;
+    assert_eq!(warnings, vec![text.clone()], "after 4 s of passes");
+    env.stop_agent().await;
+    env.start_agent(&AgentOptions::default()).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        refusal_warnings(&env).await?,
+        vec![text.clone()],
+        "after a restart"
+    );
 
     // The hub's next recommendation is valid: written, the refusal gone, applied.
     env.recommend(vec![rec_with(&env, "rec-good", "150m")?]);

@@ -102,6 +102,28 @@ async fn leaving_auto_patch_releases_the_fields_and_keeps_the_values() -> anyhow
         .await?;
     let d = env.deployment_json("web").await?;
     assert_template_requests(&d, "200m", "256Mi");
+
+    // Git moves to the recommended values, then the policy back to auto-patch: nothing is
+    // left to change, and the row's phase and reason change with the mode.
+    let git = json!({
+        "spec": {"template": {"spec": {"containers": [{"name": "app",
+            "resources": {"requests": {"cpu": "150m", "memory": "200Mi"}}}]}}}
+    });
+    env.deployments()
+        .patch("web", &pp, &kube::api::Patch::Strategic(&git))
+        .await?;
+    env.policy_of("p", "auto-patch", "rollout").await?;
+    let rsr = env
+        .wait_rsr("web", "MODE auto-patch", e2e_support::WAIT, |r| {
+            r["status"]["summary"]["mode"] == "auto-patch"
+        })
+        .await?;
+    let st = &rsr["status"];
+    assert_eq!(
+        (&st["phase"], &st["summary"]["reason"]),
+        (&json!("Skipped"), &json!("NoSignificantChange")),
+        "{st}"
+    );
     env.stop_agent().await;
     Ok(())
 }

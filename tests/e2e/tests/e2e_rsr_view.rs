@@ -2,7 +2,7 @@
 //! and the agent: `kubectl get rsr -A` (CPU, MEMORY and REASON per phase), `-o wide`
 //! (policy, confidence, last change, next), `kubectl describe rsr` (event ids, pod counts,
 //! Progressing) and the Kubernetes Events (values in the message, Warning for an invalid
-//! annotation).
+//! annotation and for an annotation key Kerf does not read, which changes nothing).
 
 mod e2e_support;
 
@@ -72,6 +72,8 @@ async fn workloads(env: &mut Env) -> anyhow::Result<()> {
     annotate(env, "search", "kerf.getkerf.dev/mode", "audit").await?;
     annotate(env, "bad", "kerf.getkerf.dev/mode", "banana").await?;
     annotate(env, "roll", "kerf.getkerf.dev/strategy", "rollout").await?;
+    // A misspelt opt-out: named on the rsr, and web is changed all the same.
+    annotate(env, "web", "kerf.getkerf.dev/modee", "off").await?;
     env.wait_ready("web", 2).await?;
     env.policy("view", policy(&env.ns)).await?;
     env.recommend(vec![
@@ -142,6 +144,39 @@ fn assert_default_table(env: &Env) -> anyhow::Result<()> {
     assert!(
         !t.contains("POLICY"),
         "priority-1 columns only with -o wide:\n{t}"
+    );
+    // A MODE set by an annotation, not by the policy (auto-patch), says so.
+    let rows = table(&t);
+    let modes = ["web", "search", "bad", "roll"].map(|n| cell(&rows, n, "MODE").to_owned());
+    assert_eq!(
+        modes,
+        [
+            "auto-patch",
+            "audit (annotation)",
+            "off (annotation)",
+            "auto-patch"
+        ],
+        "{t}"
+    );
+    Ok(())
+}
+
+/// web's misspelt `kerf.getkerf.dev/modee`: Valid=False naming it and the nearest key.
+async fn assert_unknown_key_named(env: &Env) -> anyhow::Result<()> {
+    let web = env.rsr("web").await?.unwrap_or_default();
+    let valid = e2e_support::condition(&web, "Valid")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (valid["status"].as_str(), valid["reason"].as_str()),
+        (Some("False"), Some("UnknownAnnotation")),
+        "{valid}"
+    );
+    let message = valid["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("kerf.getkerf.dev/modee = \"off\": not an annotation Kerf reads")
+            && message.contains("the nearest known key is kerf.getkerf.dev/mode)"),
+        "{message}"
     );
     Ok(())
 }
@@ -225,6 +260,12 @@ fn assert_events(env: &Env) -> anyhow::Result<()> {
         .collect();
     assert_eq!(warnings.len(), 1, "{bad:#?}");
     assert!(warnings[0].2.contains("banana"), "{bad:#?}");
+    let unknown: Vec<_> = web
+        .iter()
+        .filter(|(t, r, _)| t == "Warning" && r == "UnknownAnnotation")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{web:#?}");
+    assert!(unknown[0].2.contains("kerf.getkerf.dev/modee"), "{web:#?}");
     Ok(())
 }
 
@@ -244,6 +285,7 @@ async fn kubectl_shows_what_the_pods_run_and_why_in_every_phase() -> anyhow::Res
     assert_wide_table(&env)?;
     assert_describe_applied(&env)?;
     assert_events(&env)?;
+    assert_unknown_key_named(&env).await?;
 
     // An OOM kill rolls memory back; the pods keep the new cpu.
     let pods = env.wait_ready("web", 2).await?;

@@ -298,7 +298,7 @@ async fn start(
         withdrawn: false,
         now: p.now,
     });
-    sink.writer.write(s).await?;
+    record::write_warning_once(p, sink, s, status::invalid_warning).await?;
     crate::failpoints::hit("after-intent").map_err(ActError::from)?;
     let res = act::advance(s, p, true).await;
     let result = sink.checked(p, s, res, Action::Apply).await?;

@@ -75,17 +75,31 @@ async fn decision(
     report::add_requests(&mut reports, new.summary.as_ref());
     let acked = sink.memory.reports.acked_reports.remove(p.key);
     new.reported = ledger.reported(&new, &reports, acked.unwrap_or_default());
-    let warning = status::invalid_warning(&sink.writer.last, &new);
-    if status::status_changed(Some(&sink.writer.last), &new) {
-        sink.writer.write(&new).await?;
-    }
-    if let Some((reason, message)) = warning {
-        sink.recorder.warn(&sink.rsr, reason, &message, p.now).await;
-    }
+    write_warning_once(p, sink, &new, status::invalid_warning).await?;
     for r in reports {
         if ledger.due(sink.memory, p.key, &new, &r) {
             sink.recorder.record(&sink.rsr, &r.event).await;
         }
+    }
+    Ok(())
+}
+
+/// Writes `new` and then, when `warning` finds in it an invalid input the status as
+/// written before did not name, its Warning Kubernetes Event: once per invalid input,
+/// whichever step writes the status first.
+pub(super) async fn write_warning_once(
+    p: &Pass<'_>,
+    sink: &mut Sink<'_>,
+    new: &RightsizingRecommendationStatus,
+    warning: fn(
+        &RightsizingRecommendationStatus,
+        &RightsizingRecommendationStatus,
+    ) -> Option<(&'static str, String)>,
+) -> Result<(), KeyError> {
+    let warning = warning(&sink.writer.last, new);
+    sink.writer.write(new).await?;
+    if let Some((reason, message)) = warning {
+        sink.recorder.warn(&sink.rsr, reason, &message, p.now).await;
     }
     Ok(())
 }
@@ -173,10 +187,13 @@ pub(super) fn count_decision(p: &Pass<'_>, decision: &Decision) {
         .inc();
 }
 
-/// Says in status that the hub withdrew the recommendation.
+/// Says in status that the hub withdrew the recommendation, or that the rsr could not hold
+/// it: then Valid=False names the refused fields and a Warning Kubernetes Event says so once
+/// per recommendation id (the status kept in the API server remembers it across passes and
+/// restarts).
 pub(super) async fn withdrawn(
     p: &Pass<'_>,
-    s: &RightsizingRecommendationStatus,
+    s: &mut RightsizingRecommendationStatus,
     sink: &mut Sink<'_>,
     generation: Option<i64>,
 ) -> Result<(), KeyError> {
@@ -192,7 +209,11 @@ pub(super) async fn withdrawn(
         withdrawn: true,
         now: p.now,
     });
-    Ok(sink.writer.write(&new).await?)
+    write_warning_once(p, sink, &new, status::refused_warning).await?;
+    // The pass records `s` after its step: it must be what was written, not the status
+    // before it (which would undo this write and start the next pass at once).
+    *s = new;
+    Ok(())
 }
 
 /// The hub's recommendation the rsr could not hold, as `Valid=False InvalidSpec` (see

@@ -218,10 +218,14 @@ pub fn reports(
 }
 
 /// Adds the pod's requests, as the CPU and MEMORY columns show them, to the message of
-/// every skip and block.
+/// every skip and block but `NoSignificantChange`: its message names the values that stay
+/// itself, and the columns may show a value the mode holds back as `current→recommended`.
 pub fn add_requests(reports: &mut [Report], summary: Option<&kerf_api::rsr::Summary>) {
     let Some(sum) = summary else { return };
-    for r in reports {
+    for r in reports
+        .iter_mut()
+        .filter(|r| r.event.reason != wk::REASON_NO_SIGNIFICANT_CHANGE)
+    {
         let m = r.event.message.as_deref().unwrap_or_default();
         r.event.message = Some(crate::event_text::with_requests(m, sum));
     }

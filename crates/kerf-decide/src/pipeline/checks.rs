@@ -2,7 +2,7 @@
 //! decides, or `None`, and words a message only then. `explain` shows the same checks with
 //! the values they read (`steps.rs`), through the helpers here.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Duration, Utc};
@@ -18,6 +18,7 @@ use crate::duration::{Rfc3339, format_go_duration, parse_go_duration};
 use crate::effective::{EffectivePolicy, PerResource, Ratio};
 use crate::facts::Facts;
 use crate::hpa::{self, HpaBounds, HpaOutcome};
+use crate::quantity;
 use crate::resources::{self, Found, Targets};
 use crate::strategy;
 use crate::window::WindowKind;
@@ -41,7 +42,7 @@ pub(super) fn skip(
 pub(crate) fn stop(ctx: &Ctx<'_>, check: Check) -> Option<Outcome> {
     match check {
         Check::Mode => mode(ctx),
-        Check::Tolerance => tolerance(ctx, ctx.targets.any_moves(), &ctx.targets.dropped),
+        Check::Tolerance => tolerance(ctx, tolerance_moves(ctx), &ctx.targets.dropped),
         Check::HubReachable => hub(ctx),
         Check::Pause => pause(ctx),
         Check::StaleSettings => stale(ctx),
@@ -58,6 +59,16 @@ pub(crate) fn stop(ctx: &Ctx<'_>, check: Check) -> Option<Outcome> {
         Check::SingleReplica => single_replica(ctx),
         Check::MaintenanceWindow => maintenance(ctx),
     }
+}
+
+/// Whether a value moves by the tolerance or more, for `explain`: of the active resources,
+/// or, when the mode holds every resource back, of what auto-patch would move (the mode
+/// step then decides; the tolerance does not claim that nothing would move).
+fn tolerance_moves(ctx: &Ctx<'_>) -> bool {
+    if ctx.active_resources().is_empty() {
+        return resources::targets(ctx.facts, ctx.policy, &Resource::ALL).any_moves();
+    }
+    ctx.targets.any_moves()
 }
 
 /// Check 1 and the tolerance, before any target is kept (design D10). The tolerance reads
@@ -141,8 +152,9 @@ fn tolerance(ctx: &Ctx<'_>, moves: bool, dropped: &[&str]) -> Option<Outcome> {
         return None;
     }
     let message = format!(
-        "no value would move by the tolerance of {} or more",
-        Percent(ctx.facts.settings.tolerance_milli_percent)
+        "no value would move by the tolerance of {} or more: {}",
+        Percent(ctx.facts.settings.tolerance_milli_percent),
+        values_that_stay(ctx)
     );
     Some(skip(
         Check::Tolerance,
@@ -150,6 +162,57 @@ fn tolerance(ctx: &Ctx<'_>, moves: bool, dropped: &[&str]) -> Option<Outcome> {
         ctx.active_resources(),
         message,
     ))
+}
+
+/// The values the tolerance checked, each as it stays (`cpu 300m (recommended 290m),
+/// memory 384Mi`; `app/cpu ...` with several recommended containers), then the resources
+/// the mode left out (`memory is in mode audit`): never a value that would move.
+fn values_that_stay(ctx: &Ctx<'_>) -> String {
+    let several = ctx.facts.recommendation.containers.len() > 1;
+    let targets = resources::targets(ctx.facts, ctx.policy, ctx.active_resources());
+    let mut parts: Vec<String> = targets
+        .plans
+        .iter()
+        .filter(|p| !p.moves())
+        .map(|p| value_that_stays(ctx.facts, p, several))
+        .collect();
+    if parts.is_empty() {
+        parts.push("no value to compare".to_owned());
+    }
+    let mut out = parts.join(", ");
+    for r in Resource::ALL {
+        if ctx.active.get(r).is_none() {
+            let _ = write!(out, "; {r} is in mode {}", ctx.modes.get(r).as_str());
+        }
+    }
+    out
+}
+
+/// `cpu 300m (recommended 290m)`: the request that stays, and the hub's where it differs.
+fn value_that_stays(facts: &Facts, p: &resources::ResourcePlan<'_>, several: bool) -> String {
+    let r = p.resource;
+    let text = |v: Option<i64>| v.map_or_else(|| "none".to_owned(), |v| quantity::format(r, v).0);
+    let name = if several {
+        format!("{}/{r}", p.container)
+    } else {
+        r.to_string()
+    };
+    let recommended = facts
+        .recommendation
+        .containers
+        .iter()
+        .find(|c| c.name == p.container)
+        .and_then(|c| c.requests.get(r))
+        .and_then(|q| quantity::parse(r, q).ok())
+        .filter(|v| Some(*v) != p.from.request);
+    match recommended {
+        Some(v) => format!(
+            "{name} {} (recommended {})",
+            text(p.from.request),
+            text(Some(v))
+        ),
+        None => format!("{name} {}", text(p.from.request)),
+    }
 }
 
 /// Thousandths of a percent as text: 5000 is "5 %", 2500 is "2.5 %".

@@ -33,6 +33,10 @@ pub(crate) fn finish(ctx: Ctx<'_>, outcome: Outcome) -> Decision {
         phase,
         message,
         modes: ctx.modes,
+        mode_layers: PerResource {
+            cpu: ctx.policy.mode.cpu.layer,
+            memory: ctx.policy.mode.memory.layer,
+        },
         strategy: ctx.strategy,
         requests,
         dropped_containers: ctx

@@ -3,12 +3,14 @@
 //! `decide()`'s, from `checks.rs`).
 
 use chrono::Duration;
+use kerf_api::Resource;
 use kerf_api::policy::Strategy;
 
 use super::checks::{self, HpaVerdict, Modes, Percent};
 use super::settings;
 use super::{Check, Ctx, Outcome};
 use crate::duration::format_go_duration;
+use crate::resources;
 
 /// One step as evaluated: what it read, what it compared against, and its verdict.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,14 +58,33 @@ fn mode(ctx: &Ctx<'_>) -> Text {
     (value, threshold)
 }
 
+/// What would move: the active resources, then what auto-patch would move of the
+/// resources the mode holds back (`cpu and memory would move in auto-patch
+/// (cpu:audit,memory:audit)`), or `no value moves`.
 fn tolerance(ctx: &Ctx<'_>) -> Text {
     let percent = Percent(ctx.facts.settings.tolerance_milli_percent);
+    let names = |list: &[Resource]| {
+        let names: Vec<&str> = list.iter().map(|r| r.as_str()).collect();
+        names.join(" and ")
+    };
+    let mut parts = Vec::new();
     let moving = ctx.targets.moving_resources();
-    let value = if moving.is_empty() {
+    if !moving.is_empty() {
+        parts.push(format!("{} would move", names(&moving)));
+    }
+    let held = resources::targets(ctx.facts, ctx.policy, ctx.held_resources());
+    let held_moving = held.moving_resources();
+    if !held_moving.is_empty() {
+        let modes = Modes(&ctx.modes);
+        parts.push(format!(
+            "{} would move in auto-patch ({modes})",
+            names(&held_moving)
+        ));
+    }
+    let value = if parts.is_empty() {
         "no value moves".to_owned()
     } else {
-        let names: Vec<&str> = moving.iter().map(|r| r.as_str()).collect();
-        format!("{} would move", names.join(" and "))
+        parts.join("; ")
     };
     (value, format!("a move of {percent} or more"))
 }

@@ -324,3 +324,36 @@ pub fn workload_meta(namespace: &str, annotations: &[(&str, &str)]) -> WorkloadM
             .collect(),
     }
 }
+
+/// The fixture's facts with the template at `cpu` millicores / `memory` MiB (no limits),
+/// the hub recommending `rec_cpu` / `rec_memory`.
+pub fn template(cpu: i64, memory: i64, rec_cpu: &str, rec_memory: &str) -> Facts {
+    let mut f = facts();
+    f.workload.containers[0].requests = values(Some(cpu), Some(memory * MI));
+    f.workload.containers[0].limits = values(None, None);
+    f.recommendation.containers = vec![recommendation(rec_cpu, rec_memory)];
+    f
+}
+
+/// The effective policy of `namespace/checkout` with `annotations`, under one policy in
+/// `mode` that selects the namespace.
+#[allow(clippy::unwrap_used)]
+pub fn effective_with(
+    namespace: &str,
+    mode: &str,
+    annotations: &[(&str, &str)],
+) -> EffectivePolicy {
+    let spec = serde_json::json!({"selector": {"namespaces": [namespace]}, "mode": mode});
+    let policies = vec![kerf_api::policy::RightsizingPolicy::new(
+        namespace,
+        serde_json::from_value(spec).unwrap(),
+    )];
+    kerf_decide::effective::effective_policy(&kerf_decide::effective::PolicyInputs {
+        workload: &workload_meta(namespace, annotations),
+        policies: &policies,
+        hub_fleet: None,
+        hub_cluster: None,
+        cluster_defaults: None,
+        hub_override: None,
+    })
+}
