@@ -47,7 +47,7 @@ pub enum StepKind {
     ResumeRollback,
     /// The annotation `kerf.getkerf.dev/revert` asks for the template's values and some
     /// differ: a change puts them back ([`revert::revert_plan`]). Like a rollback it waits
-    /// for no freeze, pause or cooldown.
+    /// for no freeze, pause or cooldown; it waits for a rollout in progress to end.
     Revert,
     /// Resources of the applied change left auto-patch: release them (D21, AP-21, EV-46).
     Release,
@@ -242,8 +242,8 @@ fn step_if_due(
         StepKind::ResumeRollback => {
             (state == Some(ChangeState::RollingBack)).then_some(Step::ResumeRollback)
         }
-        StepKind::Revert => policy
-            .revert
+        // Pods of a rollout in progress are about to be replaced: the revert waits for it.
+        StepKind::Revert => (policy.revert && !rolling(&f.workload))
             .then(|| revert_plan(f.facts, f.status))
             .flatten()
             .map(|plan| {

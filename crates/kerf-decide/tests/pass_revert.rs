@@ -195,3 +195,20 @@ fn a_bad_revert_value_reverts_nothing_and_counts_as_off() {
     assert_eq!(p.value, "ture");
     assert!(p.message.contains("nothing is reverted"), "{}", p.message);
 }
+
+#[test]
+fn a_revert_waits_for_a_rollout_in_progress() {
+    let (f, s) = pods_at_300m();
+    let mut w = workload_state();
+    w.updated_replicas = Some(1);
+    let pf = PassFacts {
+        status: &s,
+        facts: &f,
+        withdrawn: false,
+        workload: w,
+        breach: None,
+        outdated: Outdated::None,
+    };
+    let step = next_step(&pf, &reverting(), now());
+    assert_eq!(step.kind(), StepKind::Report, "{step:?}");
+}

@@ -86,10 +86,15 @@ async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyho
 
     let rsr = env
         .wait_rsr("web", "the revert reported", e2e_support::WAIT, |r| {
-            r["status"]["summary"]["reason"] == "Reverted"
+            r["status"]["phase"] == "Released" && r["status"]["summary"]["reason"] == "Reverted"
         })
         .await?;
-    assert_eq!(rsr["status"]["phase"], "Released", "{}", rsr["status"]);
+    let health = e2e_support::condition(&rsr, "HealthWatch").cloned();
+    assert!(
+        health.is_none_or(|c| c["reason"] != "Watching"),
+        "{}",
+        rsr["status"]
+    );
     let reverted = env.wait_hub_event("web", EventType::Released).await?;
     let reverted: Vec<_> = reverted
         .into_iter()
@@ -185,4 +190,43 @@ async fn cpu_of_pods(env: &Env) -> anyhow::Result<Vec<String>> {
         .collect();
     cpu.sort();
     Ok(cpu)
+}
+
+// portable
+// rule: design D21
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revert_after_a_rollout_restores_the_template_and_hands_the_fields_over()
+-> anyhow::Result<()> {
+    let mut env = Env::start_web(
+        "e2e-revert-rollout",
+        Web::policy("p", "auto-patch", "rollout"),
+    )
+    .await?;
+    env.wait_phase("web", "Applied").await?;
+    let d = env.deployment_json("web").await?;
+    e2e_support::assert_template_requests(&d, "150m", "200Mi");
+
+    annotate_revert(&env, "true").await?;
+    let rsr = env
+        .wait_rsr("web", "the revert released", e2e_support::WAIT, |r| {
+            r["status"]["change"]["revert"] == true && r["status"]["change"]["state"] == "Released"
+        })
+        .await?;
+    assert_eq!(rsr["status"]["change"]["strategy"], "rollout");
+    let d = env.deployment_json("web").await?;
+    e2e_support::assert_template_requests(&d, "200m", "256Mi");
+    assert!(
+        e2e_support::manager(&d, "kerf").is_none()
+            && e2e_support::manager(&d, "kerf-released").is_none(),
+        "kerf still owns fields: {}",
+        d["metadata"]["managedFields"]
+    );
+    for p in env.wait_ready("web", 2).await? {
+        assert_pod_requests(&p, "200m", "256Mi");
+    }
+    let released = env.wait_hub_event("web", EventType::Released).await?;
+    assert_eq!(released.len(), 1, "{released:#?}");
+    assert_eq!(released[0].reason, "Reverted");
+    env.stop_agent().await;
+    Ok(())
 }
