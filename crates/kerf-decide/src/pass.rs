@@ -45,10 +45,6 @@ pub enum StepKind {
     Resume,
     /// A rollback left in `RollingBack` goes on (RB-28).
     ResumeRollback,
-    /// The annotation `kerf.getkerf.dev/revert` asks for the template's values and some
-    /// differ: a change puts them back ([`revert::revert_plan`]). Like a rollback it waits
-    /// for no freeze, pause or cooldown; it waits for a rollout in progress to end.
-    Revert,
     /// Resources of the applied change left auto-patch: release them (D21, AP-21, EV-46).
     Release,
     /// The health watch found a breach: roll the change back (RB-11).
@@ -60,6 +56,11 @@ pub enum StepKind {
     /// The applied change of the recommendation settles on the workload (pods not showing
     /// its values yet, a rollout progressing): its progress, no new decision.
     Settle,
+    /// The annotation `kerf.getkerf.dev/revert` asks for the template's values and some
+    /// differ: a change puts them back ([`revert::revert_plan`]). Like a rollback it waits
+    /// for no freeze, pause or cooldown; it comes after every step of a change under way
+    /// and waits for a rollout in progress to end.
+    Revert,
     /// A new decision applies a change: intent first, then the action (D25).
     Start,
     /// A new decision that acts on nothing: report its skip or block.
@@ -72,12 +73,12 @@ impl StepKind {
         StepKind::Withdrawn,
         StepKind::Resume,
         StepKind::ResumeRollback,
-        StepKind::Revert,
         StepKind::Release,
         StepKind::RollBack,
         StepKind::HpaAfter,
         StepKind::Evict,
         StepKind::Settle,
+        StepKind::Revert,
         StepKind::Start,
         StepKind::Report,
     ];

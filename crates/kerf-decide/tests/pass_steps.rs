@@ -167,12 +167,12 @@ type Edit = fn(&mut Scene);
 fn applied_edits() -> Vec<(StepKind, Edit)> {
     vec![
         (StepKind::Withdrawn, |s| s.withdrawn = true),
-        (StepKind::Revert, |s| s.policy.revert = true),
         (StepKind::Release, release_cpu),
         (StepKind::RollBack, |s| s.breach = Some(breach())),
         (StepKind::HpaAfter, hpa_after_waits),
         (StepKind::Evict, outdated_pods),
         (StepKind::Settle, rollout_of_current_recommendation),
+        (StepKind::Revert, |s| s.policy.revert = true),
     ]
 }
 
