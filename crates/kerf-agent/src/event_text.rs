@@ -109,6 +109,22 @@ pub fn released(change: &ChangeRecord, resources: &[Resource], modes: (&str, &st
     )
 }
 
+/// The `released Reverted` message: the values put back and how, and that Kerf holds the
+/// workload until the annotation goes.
+pub fn reverted(change: &ChangeRecord) -> String {
+    let how = if change.strategy == Strategy::InPlace {
+        "the running pods run the template's values"
+    } else {
+        "the template has its values from before Kerf's change and kerf handed its fields over"
+    };
+    format!(
+        "reverted {} {}: {how}; no recommendation is applied while the annotation \
+         kerf.getkerf.dev/revert is \"true\"",
+        values(change, &[]),
+        carrier(change)
+    )
+}
+
 /// The `failed` message: what failed, for which values, and the API error.
 pub fn failed(change: &ChangeRecord, what: &str, error: &str) -> String {
     format!(

@@ -96,6 +96,7 @@ pub fn new_change(plan: &ApplyPlan, now: DateTime<Utc>) -> ChangeRecord {
         pending_events: Vec::new(),
         progress: None,
         canary: None,
+        revert: plan.reason == wk::REASON_REVERTED,
     }
 }
 
@@ -250,6 +251,30 @@ pub fn released_event(
         resources,
         (previous_mode, new_mode),
     ))
+}
+
+/// The `released Reverted` event of a revert (annotation `kerf.getkerf.dev/revert`): the
+/// values the revert replaced (`from`) and the template's it put back (`to`), with the id
+/// the revert's record allocated before the event.
+pub fn reverted_event(
+    change: &ChangeRecord,
+    workload: EventWorkload,
+    id: Uuid,
+    time: DateTime<Utc>,
+) -> Event {
+    let head = (id, EventType::Released);
+    let mut e = change_event(change, head, workload, wk::REASON_REVERTED, time);
+    e.strategy = Some(change.strategy.as_str().to_owned());
+    e.containers = change
+        .containers
+        .iter()
+        .map(|c| EventContainer {
+            name: c.name.clone(),
+            from: c.from.clone(),
+            to: c.to.clone(),
+        })
+        .collect();
+    e.with_message(&crate::event_text::reverted(change))
 }
 
 /// Drops released `resources` from a change that keeps the others (design D21): the

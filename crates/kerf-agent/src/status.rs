@@ -180,6 +180,8 @@ fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) 
     let generation = input.generation;
     let applied = applied_condition(s);
     let health = health_condition(s, now);
+    // A revert has no watch: the HealthWatch of the change it replaced goes.
+    let unwatched_revert = health.is_none() && s.change.as_ref().is_some_and(|c| c.revert);
     let by_rollout = changes_by_rollout(s);
     let mut set = |type_: &str, status, reason: &str, message: String| {
         set_condition(
@@ -249,6 +251,10 @@ fn conditions(input: &StatusInput<'_>, s: &mut RightsizingRecommendationStatus) 
     } else {
         s.conditions
             .retain(|c| c.type_ != wk::CONDITION_PROGRESSING);
+    }
+    if unwatched_revert {
+        s.conditions
+            .retain(|c| c.type_ != wk::CONDITION_HEALTH_WATCH);
     }
 }
 

@@ -10,7 +10,8 @@
 //! - REASON: why the rsr is in its phase. Applying and Applied: RecommendationApplied or
 //!   ApprovedOnce, and CanaryResizing or CanaryWatching while the canary of an in-place
 //!   change holds the other pods back; RolledBack: the signal (OOMKills, Restarts, Throttling); Released:
-//!   ModeChanged (only while the mode keeps the workload out of auto-patch); Skipped,
+//!   ModeChanged (only while the mode keeps the workload out of auto-patch), or Reverted
+//!   after a revert (annotation `kerf.getkerf.dev/revert`); Skipped,
 //!   Blocked and Deferred: the decision's reason. An invalid annotation or policy names
 //!   itself instead (InvalidAnnotation, InvalidPolicy), except while a change goes in or
 //!   after a rollback. An annotation key Kerf does not read (UnknownAnnotation) changes
@@ -215,6 +216,7 @@ pub fn reason(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> 
             .as_ref()
             .map(|rb| rb.reason.as_str())
             .or(Some(wk::REASON_RESTARTS)),
+        Phase::Released if s.change.as_ref().is_some_and(|c| c.revert) => Some(wk::REASON_REVERTED),
         Phase::Released => Some(wk::REASON_MODE_CHANGED),
         Phase::Skipped | Phase::Blocked | Phase::Deferred => input.decision.map(|d| d.reason()),
         Phase::Pending => None,
@@ -238,9 +240,12 @@ pub const INVALID_REASONS: &[&str] = &[
     wk::CONDITION_REASON_INVALID_SPEC,
 ];
 
-/// RecommendationApplied, or ApprovedOnce for a change an operator approved once.
+/// RecommendationApplied, ApprovedOnce for a change an operator approved once, or Reverted
+/// for a revert.
 pub fn applied_reason(c: &ChangeRecord) -> &'static str {
-    if c.approval_id.is_some() {
+    if c.revert {
+        wk::REASON_REVERTED
+    } else if c.approval_id.is_some() {
         wk::REASON_APPROVED_ONCE
     } else {
         wk::REASON_RECOMMENDATION_APPLIED

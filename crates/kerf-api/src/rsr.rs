@@ -365,6 +365,10 @@ pub struct ChangeRecord {
     /// first canary resize, so a restarted agent continues the same canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryRecord>,
+    /// The change puts the workload back to its template values (annotation
+    /// `kerf.getkerf.dev/revert`): it ends `Released`, with no health watch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revert: bool,
 }
 
 /// Where the canary of an in-place change stands.

@@ -67,6 +67,10 @@ name_list! {
         ANNOTATION_ALLOW_DISRUPTION = "kerf.getkerf.dev/allow-disruption",
         /// Workload annotation: pins one RightsizingPolicy by name.
         ANNOTATION_POLICY = "kerf.getkerf.dev/policy",
+        /// Workload annotation: `"true"` puts the workload back to its template values and
+        /// holds every new change until it is removed (or set to `"false"`). An invalid value
+        /// reverts nothing and counts as mode `off`.
+        ANNOTATION_REVERT = "kerf.getkerf.dev/revert",
     ]
 }
 
@@ -145,6 +149,9 @@ name_list! {
         REASON_NO_SIGNIFICANT_CHANGE = "NoSignificantChange",
         /// skipped: the recommendation's settings differ from the effective policy.
         REASON_RECOMMENDATION_STALE = "RecommendationStale",
+        /// skipped: the annotation `kerf.getkerf.dev/revert` holds the workload at its template
+        /// values.
+        REASON_REVERT_REQUESTED = "RevertRequested",
     ]
 }
 
@@ -216,6 +223,9 @@ name_list! {
     RELEASED_REASONS = [
         /// released: the effective mode changed away from `auto-patch`.
         REASON_MODE_CHANGED = "ModeChanged",
+        /// released: the workload is back at its template values and Kerf owns none of its
+        /// fields (annotation `kerf.getkerf.dev/revert`).
+        REASON_REVERTED = "Reverted",
     ]
 }
 

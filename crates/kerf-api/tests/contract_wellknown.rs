@@ -35,7 +35,7 @@ fn ev_09_each_reason_belongs_to_exactly_one_type_and_reasons_lists_them_all() {
     let all: BTreeSet<&str> = REASONS.iter().copied().collect();
     assert_eq!(all.len(), REASONS.len(), "REASONS lists a reason twice");
     assert_eq!(unique, all);
-    assert_eq!(REASONS.len(), 32);
+    assert_eq!(REASONS.len(), 34);
 }
 
 // rule: EV-09
@@ -51,7 +51,8 @@ fn ev_09_reasons_of_each_type_are_the_contracts() {
             "ModeOff",
             "ModeAudit",
             "NoSignificantChange",
-            "RecommendationStale"
+            "RecommendationStale",
+            "RevertRequested"
         ]
     );
     assert_eq!(
@@ -62,7 +63,10 @@ fn ev_09_reasons_of_each_type_are_the_contracts() {
         reasons_for(EventType::RolledBack),
         ["OOMKills", "Restarts", "Throttling"]
     );
-    assert_eq!(reasons_for(EventType::Released), ["ModeChanged"]);
+    assert_eq!(
+        reasons_for(EventType::Released),
+        ["ModeChanged", "Reverted"]
+    );
     assert_eq!(
         reasons_for(EventType::Failed),
         ["ApplyError", "ResizeError", "RollbackError", "ReleaseError"]

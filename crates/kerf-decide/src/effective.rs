@@ -7,7 +7,8 @@ use kerf_api::Resource;
 use kerf_api::hub::PolicyDefaults;
 use kerf_api::policy::{LimitsHandling, Mode, RightsizingPolicy, Strategy};
 use kerf_api::wellknown::{
-    ANNOTATION_ALLOW_DISRUPTION, ANNOTATION_MODE, ANNOTATION_POLICY, ANNOTATION_STRATEGY,
+    ANNOTATION_ALLOW_DISRUPTION, ANNOTATION_MODE, ANNOTATION_POLICY, ANNOTATION_REVERT,
+    ANNOTATION_STRATEGY,
 };
 use sha2::{Digest, Sha256};
 
@@ -198,6 +199,9 @@ pub struct EffectivePolicy {
     pub strategy: Sourced<Strategy>,
     /// Annotation `kerf.getkerf.dev/allow-disruption: "true"`.
     pub allow_disruption: bool,
+    /// Annotation `kerf.getkerf.dev/revert: "true"`: put the workload back to its template
+    /// values and start no change until the annotation goes. Not part of the values hash.
+    pub revert: bool,
     /// Minimum usage data before a change.
     pub learning_period: Sourced<chrono::Duration>,
     /// Minimum confidence of a recommendation.
@@ -251,6 +255,7 @@ impl EffectivePolicy {
             },
             strategy: Sourced::builtin(Strategy::InPlace),
             allow_disruption: false,
+            revert: false,
             learning_period: Sourced::builtin(chrono::Duration::hours(168)),
             min_confidence: Sourced::builtin(Ratio(700_000)),
             max_change_percent: Sourced::builtin(50),
@@ -374,8 +379,9 @@ pub fn effective_policy(inputs: &PolicyInputs<'_>) -> EffectivePolicy {
 /// The annotation layer. An invalid value never widens: an invalid mode counts as `off`,
 /// an invalid strategy keeps the strategy of the layers below, an allow-disruption value
 /// other than "true" or "false" counts as "false", a pin to a missing policy sets `off`
-/// (even over a valid mode annotation). Each is listed in `problems`, and so is every
-/// key under Kerf's prefix that Kerf does not read (it changes nothing else).
+/// (even over a valid mode annotation), a revert value other than "true" or "false" reverts
+/// nothing and counts as mode `off`. Each is listed in `problems`, and so is every key under
+/// Kerf's prefix that Kerf does not read (it changes nothing else).
 fn apply_annotations(
     ep: &mut EffectivePolicy,
     annotations: &BTreeMap<String, String>,
@@ -414,6 +420,17 @@ fn apply_annotations(
                 v,
                 "not \"true\" or \"false\"; counts as \"false\"",
             ),
+        }
+    }
+    if let Some(v) = annotations.get(ANNOTATION_REVERT) {
+        match v.trim() {
+            "true" => ep.revert = true,
+            "false" => {}
+            _ => {
+                let msg = "not \"true\" or \"false\"; nothing is reverted and mode counts as off";
+                ep.problem(ANNOTATION_REVERT, a, v, msg);
+                ep.set_mode_both(Mode::Off, a);
+            }
         }
     }
     if let Selection::PinMissing(name) = selection {

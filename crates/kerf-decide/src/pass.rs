@@ -29,9 +29,11 @@ use crate::window::{WindowKind, evaluate_windows};
 
 pub mod fresh;
 mod release;
+pub mod revert;
 mod settle;
 
 pub use self::release::{Release, release_due, release_hold, report_hold};
+pub use self::revert::revert_plan;
 pub use self::settle::{SETTLE_RECHECK, settle_wake, settling};
 
 /// The kinds of step of a pass, in the order they are tried.
@@ -54,6 +56,11 @@ pub enum StepKind {
     /// The applied change of the recommendation settles on the workload (pods not showing
     /// its values yet, a rollout progressing): its progress, no new decision.
     Settle,
+    /// The annotation `kerf.getkerf.dev/revert` asks for the template's values and some
+    /// differ: a change puts them back ([`revert::revert_plan`]). Like a rollback it waits
+    /// for no freeze, pause or cooldown; it comes after every step of a change under way
+    /// and waits for a rollout in progress to end.
+    Revert,
     /// A new decision applies a change: intent first, then the action (D25).
     Start,
     /// A new decision that acts on nothing: report its skip or block.
@@ -62,7 +69,7 @@ pub enum StepKind {
 
 impl StepKind {
     /// Every step kind in the order [`next_step`] tries them.
-    pub const ORDER: [StepKind; 10] = [
+    pub const ORDER: [StepKind; 11] = [
         StepKind::Withdrawn,
         StepKind::Resume,
         StepKind::ResumeRollback,
@@ -71,6 +78,7 @@ impl StepKind {
         StepKind::HpaAfter,
         StepKind::Evict,
         StepKind::Settle,
+        StepKind::Revert,
         StepKind::Start,
         StepKind::Report,
     ];
@@ -98,6 +106,8 @@ pub enum Step {
     },
     /// See [`StepKind::ResumeRollback`].
     ResumeRollback,
+    /// See [`StepKind::Revert`]: the revert's decision, carried out as a start.
+    Revert(Box<Decided>),
     /// See [`StepKind::Release`].
     Release(Release),
     /// See [`StepKind::RollBack`].
@@ -121,6 +131,7 @@ impl Step {
             Step::Withdrawn => StepKind::Withdrawn,
             Step::Resume { .. } => StepKind::Resume,
             Step::ResumeRollback => StepKind::ResumeRollback,
+            Step::Revert(_) => StepKind::Revert,
             Step::Release(_) => StepKind::Release,
             Step::RollBack(_) => StepKind::RollBack,
             Step::HpaAfter => StepKind::HpaAfter,
@@ -232,6 +243,17 @@ fn step_if_due(
         StepKind::ResumeRollback => {
             (state == Some(ChangeState::RollingBack)).then_some(Step::ResumeRollback)
         }
+        // Pods of a rollout in progress are about to be replaced: the revert waits for it.
+        StepKind::Revert => (policy.revert && !rolling(&f.workload))
+            .then(|| revert_plan(f.facts, f.status))
+            .flatten()
+            .map(|plan| {
+                let d = crate::decide(f.facts, policy, now);
+                Step::Revert(Box::new(Decided {
+                    decision: revert::revert_decision(d, f.facts, plan),
+                    hold_until: None,
+                }))
+            }),
         StepKind::Release => release_due(f.status, policy)
             .filter(|_| !frozen(f.facts, policy, now))
             .map(Step::Release),
@@ -248,6 +270,12 @@ fn step_if_due(
 /// the resources it would release (D21).
 fn decided(f: &PassFacts<'_>, policy: &EffectivePolicy, now: DateTime<Utc>) -> Decided {
     let mut decision = crate::decide(f.facts, policy, now);
+    if policy.revert {
+        return Decided {
+            decision: revert::hold(decision),
+            hold_until: None,
+        };
+    }
     let mut hold_until = None;
     if let Some(held) = release_hold(f.status, f.facts, policy, now) {
         hold_until = held.until.map(|t| t.max(now));

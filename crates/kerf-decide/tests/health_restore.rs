@@ -61,6 +61,7 @@ fn change() -> ChangeRecord {
         pending_events: Vec::new(),
         progress: None,
         canary: None,
+        revert: false,
     }
 }
 

@@ -172,6 +172,7 @@ fn applied_edits() -> Vec<(StepKind, Edit)> {
         (StepKind::HpaAfter, hpa_after_waits),
         (StepKind::Evict, outdated_pods),
         (StepKind::Settle, rollout_of_current_recommendation),
+        (StepKind::Revert, |s| s.policy.revert = true),
     ]
 }
 

@@ -76,6 +76,30 @@ async fn nothing_reapplied(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `kerf-agent report` after the in-place partial rollback counts what the pods run: cpu
+/// 200m -> 150m on 2 pods applied, memory (back at 256Mi) not.
+async fn report_counts_what_runs(env: &Env) -> anyhow::Result<()> {
+    use kerf_agent::report::source::{Output, report_with};
+    let text = report_with(env.client.clone(), Output::Json, chrono::Utc::now()).await?;
+    let report: Value = serde_json::from_str(&text)?;
+    let t = report["namespaces"]
+        .as_array()
+        .and_then(|list| list.iter().find(|n| n["namespace"] == env.ns.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(t["cpu"]["requested"], 2 * 150, "{t:#}");
+    assert_eq!(t["cpu"]["applied"]["decrease"], 2 * 50, "{t:#}");
+    assert_eq!(t["cpu"]["savings"]["decrease"], 0, "{t:#}");
+    assert_eq!(t["memory"]["requested"], 2 * 256 * (1 << 20), "{t:#}");
+    assert_eq!(t["memory"]["applied"]["decrease"], 0, "{t:#}");
+    assert_eq!(
+        t["memory"]["savings"]["decrease"],
+        2 * 56 * (1 << 20),
+        "{t:#}"
+    );
+    Ok(())
+}
+
 /// A recommendation with another cpu value and the memory value the rollback removed goes
 /// in after the cooldown: cpu only.
 async fn new_cpu_goes_in(env: &Env, from_cpu: &str) -> anyhow::Result<()> {
@@ -165,6 +189,7 @@ async fn after_an_in_place_rollback_of_memory_cpu_is_not_reapplied_with_the_same
     for p in env.wait_ready("web", 2).await? {
         assert_pod_requests(&p, "150m", "256Mi");
     }
+    report_counts_what_runs(&env).await?;
     let rsr = env.rsr("web").await?.unwrap_or_default();
     assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);
 

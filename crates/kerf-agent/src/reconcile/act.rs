@@ -113,6 +113,9 @@ pub fn live_values(change: &ChangeRecord, w: &WorkloadInfo) -> LiveValues {
 }
 
 fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &Pass<'_>, out: &mut StepResult) {
+    if s.change.as_ref().is_some_and(|ch| ch.revert) {
+        return finish_reverted(s, c, out);
+    }
     intent::mark_applied(s, c.now, c.policy.watch_duration.value);
     let Some(change) = s.change.clone() else {
         return;
@@ -137,6 +140,31 @@ fn finish_applied(s: &mut RightsizingRecommendationStatus, c: &Pass<'_>, out: &m
     intent::add_pending(s, &e);
     out.events.push(e);
     out.finished = true;
+}
+
+/// The end of a revert's executor step (annotation `kerf.getkerf.dev/revert`): nothing is
+/// live and nothing is watched (a rollback would undo the revert). In place the pods run
+/// the template's values: the change is `Released` and `released Reverted` recorded. A
+/// rollout's template apply leaves the change `Applied` for the release of `kerf`'s fields,
+/// which records the event.
+fn finish_reverted(s: &mut RightsizingRecommendationStatus, c: &Pass<'_>, out: &mut StepResult) {
+    s.live = None;
+    s.watch = None;
+    let Some(ch) = s.change.as_mut() else {
+        return;
+    };
+    ch.applied_at = Some(c.now);
+    out.finished = true;
+    if ch.strategy != Strategy::InPlace {
+        ch.state = ChangeState::Applied;
+        return;
+    }
+    ch.state = ChangeState::Released;
+    let id = intent::allocate(&mut ch.event_ids.released);
+    let change = ch.clone();
+    let e = intent::reverted_event(&change, event_workload(&c.workload), id, c.now);
+    intent::add_pending(s, &e);
+    out.events.push(e);
 }
 
 /// Who approved the change's approval (EV-26): the hub config's approval with that id, or

@@ -114,6 +114,7 @@ mod tests {
                 pending_events: vec![],
                 progress: None,
                 canary: None,
+                revert: false,
             }),
             ..Default::default()
         }

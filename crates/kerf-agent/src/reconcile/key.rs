@@ -252,7 +252,10 @@ async fn carry_out(
             sink.emit(&r.events).await;
             r
         }
-        Step::Start(d) => return start(p, s, *d, sink, watcher, generation).await,
+        // A revert is a change: intent first, the same executor and write limit.
+        Step::Start(d) | Step::Revert(d) => {
+            return start(p, s, *d, sink, watcher, generation).await;
+        }
         Step::Report(d) => {
             return Ok(Carried {
                 decided: Some(*d),
@@ -284,8 +287,13 @@ async fn start(
             result: StepResult::default(),
         });
     };
-    s.change = Some(intent::new_change(plan, p.now));
-    act::choose_canary(s, p);
+    let change = intent::new_change(plan, p.now);
+    let revert = change.revert;
+    s.change = Some(change);
+    // A revert raises values back to the template's: no canary, no health watch to undo it.
+    if !revert {
+        act::choose_canary(s, p);
+    }
     let invalid = status::invalid_inputs(&p.policy, Some(&decided.decision));
     *s = status::build_status(&StatusInput {
         previous: s,

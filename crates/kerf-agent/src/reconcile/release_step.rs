@@ -64,14 +64,18 @@ pub async fn run(
         Some(ch) if whole => intent::allocate(&mut ch.event_ids.released),
         _ => Uuid::new_v4(),
     };
-    let e = intent::released_event(
-        &change,
-        event_workload(&c.workload),
-        &rel.resources,
-        id,
-        (rel.previous.as_str(), rel.new.as_str()),
-        c.now,
-    );
+    let e = if change.revert {
+        intent::reverted_event(&change, event_workload(&c.workload), id, c.now)
+    } else {
+        intent::released_event(
+            &change,
+            event_workload(&c.workload),
+            &rel.resources,
+            id,
+            (rel.previous.as_str(), rel.new.as_str()),
+            c.now,
+        )
+    };
     if let Some(ch) = s.change.as_mut() {
         if whole {
             ch.state = ChangeState::Released;

@@ -9,7 +9,7 @@ use kerf_api::rsr::{
     ChangeState, Phase, RightsizingRecommendationSpec, RightsizingRecommendationStatus,
 };
 use kerf_api::wellknown as wk;
-use kerf_api::{Resource, ResourceValues, WorkloadKind};
+use kerf_api::{Resource, ResourceValues, Strategy, WorkloadKind};
 use kerf_decide::{dedup, quantity};
 
 use super::{
@@ -189,10 +189,14 @@ fn workload_resource(
     read: &mut Reader<'_>,
 ) -> WorkloadResource {
     let (mut now, mut rec, mut per_pod) = (0i64, 0i64, Split::default());
+    let mut applied_per_pod = Split::default();
     for c in &w.containers {
         let req = read.value(&format!("container {} request", c.name), r, &c.requests);
         let lim = read.value(&format!("container {} limit", c.name), r, &c.limits);
         let running = container_running_value(status, &c.name, req, lim, r);
+        let template = req.or(lim).unwrap_or(0);
+        let moved = applied(status, (&c.name, template, running), r, read);
+        applied_per_pod = applied_per_pod.plus(moved);
         let hub = w
             .rsr
             .as_ref()
@@ -209,30 +213,44 @@ fn workload_resource(
         requested: now.saturating_mul(w.replicas),
         recommended: rec.saturating_mul(w.replicas),
         savings,
-        applied: applied(status, r, read).times(w.replicas),
+        applied: applied_per_pod.times(w.replicas),
         held_back,
     }
 }
 
-/// Per pod, what the live change made by Kerf moved for `r`: its containers' `from - to`
-/// requests, for a change in state Applied that touches `r`.
-fn applied(s: &RightsizingRecommendationStatus, r: Resource, read: &mut Reader<'_>) -> Split {
-    let Some(change) = s
-        .change
-        .as_ref()
-        .filter(|c| c.state == ChangeState::Applied && c.resources.contains(&r))
+/// Per pod, what Kerf's values that still run moved for `r` in container `name`, given
+/// its `template` value and the value its pods `running` (see [`container_running_value`]):
+/// in place, the template's value against the running one (a live change, or the values an
+/// in-place change left on the pods after a release or a partial rollback); by rollout,
+/// the last change's `from - to` while the template still holds its `to`. A change in
+/// flight, a rollback that restored `r`, or a revert counts nothing.
+fn applied(
+    s: &RightsizingRecommendationStatus,
+    (name, template, running): (&str, i64, i64),
+    r: Resource,
+    read: &mut Reader<'_>,
+) -> Split {
+    let Some(change) = s.change.as_ref().filter(|c| !c.revert) else {
+        return Split::default();
+    };
+    if change.strategy == Strategy::InPlace {
+        return Split::between(template, running);
+    }
+    let Some(c) = change
+        .containers
+        .iter()
+        .find(|c| c.name == name)
+        .filter(|_| change.resources.contains(&r) && change.state != ChangeState::Intent)
     else {
         return Split::default();
     };
-    change.containers.iter().fold(Split::default(), |acc, c| {
-        let what = format!("change {} container {}", change.id, c.name);
-        let from = read.value(&format!("{what} from"), r, &c.from.requests);
-        let to = read.value(&format!("{what} to"), r, &c.to.requests);
-        match (from, to) {
-            (Some(f), Some(t)) => acc.plus(Split::between(f, t)),
-            _ => acc,
-        }
-    })
+    let what = format!("change {} container {}", change.id, c.name);
+    let from = read.value(&format!("{what} from"), r, &c.from.requests);
+    let to = read.value(&format!("{what} to"), r, &c.to.requests);
+    match (from, to) {
+        (Some(f), Some(t)) if t == template => Split::between(f, t),
+        _ => Split::default(),
+    }
 }
 
 /// Why the recommended `r` is not in effect, from the rsr's status: a change going in

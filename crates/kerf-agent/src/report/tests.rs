@@ -476,3 +476,79 @@ async fn the_endpoint_answers_503_until_the_caches_synced_then_the_json_report()
     assert_eq!((report.version, report.generated_at), (1, now()));
     assert_eq!(report.cluster.workloads, 0);
 }
+
+/// `shop/checkout` (3 pods, template 500m/512Mi) after an in-place change to 300m/384Mi
+/// in `state`, with a rollback of `rolled_back` when there is one, recommended 300m/384Mi.
+fn checkout_after(state: &str, rolled_back: &[&str]) -> WorkloadInput {
+    let w = wl(
+        "shop",
+        WorkloadKind::Deployment,
+        "checkout",
+        3,
+        &[("app", "500m", "512Mi")],
+    );
+    let mut status = json!({
+        "phase": if rolled_back.is_empty() { "Released" } else { "RolledBack" },
+        "mode": modes("auto-patch", "auto-patch"),
+        "change": change(state, "in-place", &["cpu", "memory"],
+            json!({"cpu": "500m", "memory": "512Mi"}), json!({"cpu": "300m", "memory": "384Mi"})),
+    });
+    if !rolled_back.is_empty() {
+        status["lastRollback"] = json!({"time": "2026-12-01T11:00:00Z", "reason": "OOMKills",
+            "resources": rolled_back, "changeId": "c1"});
+    }
+    rec(w, &[("app", Some("300m"), Some("384Mi"))], status)
+}
+
+#[test]
+fn after_a_partial_rollback_applied_and_savings_come_from_the_values_the_pods_run() {
+    // Memory went back to 512Mi; CPU stays at 300m on the 3 pods.
+    let r = build(
+        &[checkout_after("RolledBack", &["memory"])],
+        Vec::new(),
+        now(),
+    );
+    let c = &r.cluster;
+    assert_eq!(c.cpu.requested, 900);
+    assert_eq!(c.cpu.applied, split(600, 0));
+    assert_eq!(
+        c.cpu.savings,
+        Split::default(),
+        "300m runs: nothing left to save"
+    );
+    assert_eq!(c.memory.requested, 3 * 512 * MI);
+    assert_eq!(c.memory.applied, Split::default());
+    assert_eq!(c.memory.savings, split(3 * 128 * MI, 0));
+}
+
+#[test]
+fn after_a_full_rollback_nothing_is_applied() {
+    let r = build(
+        &[checkout_after("RolledBack", &["cpu", "memory"])],
+        Vec::new(),
+        now(),
+    );
+    assert_eq!(r.cluster.cpu.applied, Split::default());
+    assert_eq!(r.cluster.memory.applied, Split::default());
+    assert_eq!(r.cluster.cpu.savings, split(600, 0));
+}
+
+#[test]
+fn a_released_in_place_change_still_counts_while_the_pods_run_it_and_a_revert_does_not() {
+    let r = build(&[checkout_after("Released", &[])], Vec::new(), now());
+    assert_eq!(r.cluster.cpu.applied, split(600, 0));
+    assert_eq!(r.cluster.memory.applied, split(3 * 128 * MI, 0));
+    // Reverted: the pods run the template's values again.
+    let mut w = checkout_after("Released", &[]);
+    if let Some(rsr) = w.rsr.as_mut()
+        && let Some(ch) = rsr.status.change.as_mut()
+    {
+        ch.revert = true;
+        let c = &mut ch.containers[0];
+        std::mem::swap(&mut c.from, &mut c.to);
+    }
+    let r = build(&[w], Vec::new(), now());
+    assert_eq!(r.cluster.cpu.requested, 1_500);
+    assert_eq!(r.cluster.cpu.applied, Split::default());
+    assert_eq!(r.cluster.cpu.savings, split(600, 0));
+}

@@ -129,6 +129,7 @@ pub fn applied_change(
         pending_events: Vec::new(),
         progress: None,
         canary: None,
+        revert: false,
     }
 }
 

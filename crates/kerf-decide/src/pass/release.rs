@@ -29,7 +29,8 @@ pub struct Release {
 }
 
 /// The resources of the last applied change that left auto-patch (an approved change
-/// keeps its fields until the mode is `off`, design D27), if any. The freeze and the
+/// keeps its fields until the mode is `off`, design D27; a revert releases every field
+/// once its template apply is done), if any. The freeze and the
 /// pause are not consulted here (see [`release_hold`]).
 pub fn release_due(
     s: &RightsizingRecommendationStatus,
@@ -48,7 +49,10 @@ pub fn release_due(
             mode != Mode::AutoPatch
         }
     };
-    let resources: Vec<Resource> = change.resources.iter().copied().filter(left).collect();
+    // A revert that rewrote the template hands every field over at once.
+    let resources: Vec<Resource> = (change.resources.iter().copied())
+        .filter(|r| change.revert || left(r))
+        .collect();
     let first = *resources.first()?;
     Some(Release {
         resources,

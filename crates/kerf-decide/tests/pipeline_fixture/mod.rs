@@ -208,6 +208,7 @@ pub fn applied_change(ago: Duration, state: ChangeState) -> ChangeRecord {
         pending_events: Vec::new(),
         progress: None,
         canary: None,
+        revert: false,
     }
 }
 
