@@ -95,7 +95,7 @@ pub struct ReconcileMetrics {
 /// Webhook metrics.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
-    /// `kerf_agent_webhook_requests_total{result}` (`patched`, `allowed`, `error`).
+    /// `kerf_agent_webhook_requests_total{result}` (`patched`, `allowed`, `denied`, `error`).
     pub requests: Family<ResultLabel, Counter>,
     /// `kerf_agent_webhook_request_duration_seconds`.
     pub duration: Histogram,
