@@ -38,7 +38,7 @@ test-watch-delay:
 # e2e_idle at 1,000 workloads for ten minutes (CI runs 200 for one minute); each fuzz target
 # to ten million executions (CI replays the committed corpus).
 FUZZ_MAX_LEN := quantity:64 go_duration:64 cron_window:256 policy:1024 hub_answer:1024 \
-	admission_review:2048
+	admission_review:2048 policy_review:2048
 soak:
 	scripts/soak.sh e2e_idle env KERF_IDLE_WORKLOADS=1000 KERF_IDLE_WINDOW_SECS=600 \
 		$(CARGO) test -p kerf-e2e --test e2e_idle -- --nocapture

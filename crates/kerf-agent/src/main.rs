@@ -26,7 +26,15 @@ fn main() -> ExitCode {
             }
         },
         Command::Run(args) => {
-            let settings = match Settings::from_args(&args, &|k| std::env::var(k).ok()) {
+            // `--print-settings` checks every setting strictly; `run` holds on an invalid
+            // cluster setting instead of exiting (docs/configuration.md).
+            let env = |k: &str| std::env::var(k).ok();
+            let parsed = if args.print_settings {
+                Settings::from_args(&args, &env)
+            } else {
+                Settings::from_args_holding(&args, &env)
+            };
+            let settings = match parsed {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("kerf-agent: {e}");

@@ -4,6 +4,7 @@
 //! bounded (types, reasons, resources, results, endpoints, status codes), never object
 //! names.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -39,6 +40,13 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct VersionLabel {
     /// The agent's version (`0.1.0`).
     pub version: String,
+}
+
+/// Label of `kerf_agent_invalid_setting`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SettingLabel {
+    /// The chart value (`freeze.windows`, `clusterDefaults`).
+    pub setting: String,
 }
 
 /// `kerf_agent_build_info{version}`: always 1, the version in its label.
@@ -95,7 +103,7 @@ pub struct ReconcileMetrics {
 /// Webhook metrics.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
-    /// `kerf_agent_webhook_requests_total{result}` (`patched`, `allowed`, `error`).
+    /// `kerf_agent_webhook_requests_total{result}` (`patched`, `allowed`, `denied`, `error`).
     pub requests: Family<ResultLabel, Counter>,
     /// `kerf_agent_webhook_request_duration_seconds`.
     pub duration: Histogram,
@@ -122,6 +130,9 @@ pub struct Metrics {
     pub cache: CacheMetrics,
     /// Leader election.
     pub leader: LeaderMetrics,
+    /// `kerf_agent_invalid_setting{setting}`: 1 for a cluster setting that cannot be used
+    /// (the agent then makes no change).
+    pub invalid_setting: Family<SettingLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -198,6 +209,12 @@ impl Metrics {
         let hub = HubMetrics::register(&mut root);
         let cache = CacheMetrics::register(&mut root);
         let leader = LeaderMetrics::register(&mut root);
+        let invalid_setting = Family::<SettingLabel, Gauge>::default();
+        root.register(
+            "invalid_setting",
+            "1 for a cluster setting that cannot be used; the agent then makes no change",
+            invalid_setting.clone(),
+        );
         Metrics {
             registry: Arc::new(root),
             build,
@@ -208,6 +225,7 @@ impl Metrics {
             hub,
             cache,
             leader,
+            invalid_setting,
         }
     }
 
@@ -225,7 +243,7 @@ fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
 
 /// Answers readiness: `Ok` once the agent may serve (the caches have synced and the API
 /// server answers), else why not.
-pub type ReadyCheck = Arc<dyn Fn() -> Result<(), &'static str> + Send + Sync>;
+pub type ReadyCheck = Arc<dyn Fn() -> Result<(), Cow<'static, str>> + Send + Sync>;
 
 #[derive(Clone)]
 struct ServerState {
@@ -259,7 +277,7 @@ async fn metrics_handler(State(s): State<ServerState>) -> impl IntoResponse {
 
 async fn ready_handler(State(s): State<ServerState>) -> impl IntoResponse {
     match (s.ready)() {
-        Ok(()) => (StatusCode::OK, "ready"),
+        Ok(()) => (StatusCode::OK, Cow::Borrowed("ready")),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
@@ -407,7 +425,7 @@ mod tests {
                 if r.load(Ordering::SeqCst) {
                     Ok(())
                 } else {
-                    Err("caches not synced")
+                    Err("caches not synced".into())
                 }
             }),
         );

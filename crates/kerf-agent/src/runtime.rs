@@ -132,12 +132,16 @@ impl Agent {
         let guard = Guard::new(settings.reconcile.write_rate());
         let client = guard.wrap(client);
         let metrics = Arc::new(Metrics::new());
+        let holding = report_invalid_settings(&settings, &metrics);
         let (shutdown_tx, shutdown) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let resize_subresource = resize_subresource_served(&client).await;
         let cache = CacheSet::new();
         let watches = cache.start(client.clone(), metrics.cache.clone());
-        let (leader_tx, leader) = if settings.leader_election.enabled {
+        let (leader_tx, leader) = if holding {
+            // Never leads: no Lease taken, no controller started.
+            watch::channel(LeaderState::Follower { holder: None })
+        } else if settings.leader_election.enabled {
             let (tx, rx) = watch::channel(LeaderState::Follower { holder: None });
             let elector = Elector::new(
                 client.clone(),
@@ -156,7 +160,7 @@ impl Agent {
             guard.health.clone(),
             shutdown.clone(),
         ));
-        let ready = ready_check(&cache, &guard.health);
+        let ready = ready_check(&cache, &guard.health, settings.holding_reason());
         let report = crate::report::source::router(cache.clone(), clock.clone());
         let servers = MetricsServer { ready, report };
         spawn_metrics_server(
@@ -187,7 +191,9 @@ impl Agent {
             api_health: guard.health.clone(),
             limiter: guard.limiter.clone(),
         };
-        tasks.spawn(leader_work(ctx.clone()));
+        if !holding {
+            tasks.spawn(leader_work(ctx.clone()));
+        }
         tracing::info!(cluster = %settings.cluster_name, namespace = %settings.namespace, "kerf-agent started");
         Ok(Agent {
             ctx,
@@ -222,16 +228,42 @@ impl Agent {
     }
 }
 
-/// Ready once every watch listed and while the API server answers.
-fn ready_check(cache: &CacheSet, health: &ApiHealth) -> metrics::ReadyCheck {
+/// Ready once every watch listed and while the API server answers; never while `holding`
+/// (an invalid cluster setting, named in it).
+fn ready_check(
+    cache: &CacheSet,
+    health: &ApiHealth,
+    holding: Option<String>,
+) -> metrics::ReadyCheck {
     let cache = cache.clone();
     let health = health.clone();
     Arc::new(move || {
-        if !cache.is_synced() {
-            return Err("caches not synced");
+        if let Some(reason) = &holding {
+            return Err(reason.clone().into());
         }
-        health.outage().map_or(Ok(()), Err)
+        if !cache.is_synced() {
+            return Err("caches not synced".into());
+        }
+        health.outage().map_or(Ok(()), |e| Err(e.into()))
     })
+}
+
+/// Logs each invalid cluster setting at error level and sets
+/// `kerf_agent_invalid_setting{setting}` to 1; true when there is any: the agent then
+/// starts without leading, so it makes no change (docs/configuration.md).
+fn report_invalid_settings(settings: &Settings, metrics: &Metrics) -> bool {
+    for invalid in &settings.invalid_settings {
+        let label = metrics::SettingLabel {
+            setting: invalid.setting.to_owned(),
+        };
+        metrics.invalid_setting.get_or_create(&label).set(1);
+        tracing::error!(
+            setting = invalid.setting,
+            error = %invalid.message,
+            "invalid cluster setting: the agent runs but makes no change and reports not ready until it is fixed"
+        );
+    }
+    settings.holding()
 }
 
 /// What the metrics port serves besides `/metrics`: readiness and `/report`.

@@ -6,6 +6,7 @@
 //! single values live in `settings/parse.rs`; durations follow Go's `time.ParseDuration`
 //! through `kerf_decide::duration`.
 
+mod held;
 mod parse;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use crate::cli::{ExplainArgs, LogFormat, RunArgs};
 
+pub use held::{CLUSTER_SETTINGS, InvalidSetting};
 use parse::{
     duration, is_dns_label, is_dns_subdomain, opt_url, parse_cluster_name, parse_count,
     parse_log_filter, positive_duration,
@@ -125,6 +127,10 @@ pub struct Settings {
     pub webhook: WebhookSettings,
     /// Logging.
     pub log: LogSettings,
+    /// Cluster settings left out because they cannot be used (`run` only, see
+    /// [`Settings::from_args_holding`]): while any is listed the agent makes no change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid_settings: Vec<InvalidSetting>,
 }
 
 /// Hub connection settings.
@@ -396,6 +402,7 @@ impl Settings {
                 filter: parse_log_filter(&args.log_filter)?,
             },
             namespace,
+            invalid_settings: Vec::new(),
         })
     }
 }

@@ -132,14 +132,19 @@ fn argo_cd_renders_the_agent_and_ignores_only_the_generated_ca() -> Res<()> {
             "ignoreDifferences names {kind} {name:?}, which the chart does not render"
         );
     }
-    let mwc = ignore
-        .iter()
-        .find(|r| r["kind"].as_str() == Some("MutatingWebhookConfiguration"))
-        .ok_or("no rule for the webhook configuration")?;
-    assert_eq!(
-        strs(&mwc["jqPathExpressions"]),
-        [".webhooks[].clientConfig.caBundle"]
-    );
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let rule = ignore
+            .iter()
+            .find(|r| r["kind"].as_str() == Some(kind))
+            .ok_or_else(|| format!("no rule for the {kind}"))?;
+        assert_eq!(
+            strs(&rule["jqPathExpressions"]),
+            [".webhooks[].clientConfig.caBundle"]
+        );
+    }
     Ok(())
 }
 
@@ -155,22 +160,27 @@ fn flux_renders_the_agent_and_ignores_the_injected_ca_bundle() -> Res<()> {
     let rendered = render(ns, &hr["spec"]["values"])?;
     let drift = &hr["spec"]["driftDetection"];
     assert_eq!(drift["mode"].as_str(), Some("enabled"));
-    let rule = &drift["ignore"][0];
-    assert_eq!(
-        rule["target"]["kind"].as_str(),
-        Some("MutatingWebhookConfiguration")
-    );
-    assert_eq!(strs(&rule["paths"]), ["/webhooks/0/clientConfig/caBundle"]);
-    let mwc = rendered
-        .iter()
-        .find(|d| d["kind"].as_str() == Some("MutatingWebhookConfiguration"))
-        .ok_or("no webhook configuration rendered")?;
-    assert!(
-        mwc["webhooks"][0]["clientConfig"].is_mapping(),
-        "the ignored path's parent exists"
-    );
-    let ann = &mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
-    assert!(ann.is_string(), "cainjector fills the ignored caBundle");
+    for (i, kind) in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let rule = &drift["ignore"][i];
+        assert_eq!(rule["target"]["kind"].as_str(), Some(kind));
+        assert_eq!(strs(&rule["paths"]), ["/webhooks/0/clientConfig/caBundle"]);
+        let config = rendered
+            .iter()
+            .find(|d| d["kind"].as_str() == Some(kind))
+            .ok_or_else(|| format!("no {kind} rendered"))?;
+        assert!(
+            config["webhooks"][0]["clientConfig"].is_mapping(),
+            "the ignored path's parent exists"
+        );
+        let ann = &config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"];
+        assert!(ann.is_string(), "cainjector fills the ignored caBundle");
+    }
     Ok(())
 }
 

@@ -526,24 +526,105 @@ fn print_settings_writes_the_units_the_flags_take() {
     assert_eq!(v["leaderElection"]["leaseDuration"], "15s");
 }
 
-// rule: AP-39
 #[test]
-fn startup_with_an_invalid_freeze_window_exits_2_naming_the_field() {
-    for extra in [&["--print-settings"][..], &[]] {
-        let out = agent()
-            .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
-            .args([
-                "--freeze-windows",
-                r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#,
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{extra:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("invalid --freeze-windows"), "{stderr}");
-        assert!(stderr.contains(r#"schedule "0 25 * * *""#), "{stderr}");
-    }
+fn print_settings_with_an_invalid_freeze_window_exits_2_naming_the_field() {
+    let out = agent()
+        .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
+        .args([
+            "--freeze-windows",
+            r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#,
+            "--print-settings",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid --freeze-windows"), "{stderr}");
+    assert!(stderr.contains(r#"schedule "0 25 * * *""#), "{stderr}");
+}
+
+#[test]
+fn run_with_an_invalid_cluster_setting_does_not_exit_2() {
+    // It goes on to the Kubernetes client (none here: exit 1 naming it); with a cluster it
+    // stays up, not ready (tests/e2e/tests/e2e_bad_setting.rs).
+    let out = agent()
+        .args(["run", "--cluster-name", "c", "--leader-identity", "a"])
+        .args([
+            "--freeze-windows",
+            r#"[{"schedule":"0 2 * * *","duration":"2h","timeZone":"Europe/Berln"}]"#,
+        ])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("cannot build a Kubernetes client"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_invalid_cluster_setting_is_held_and_named_and_other_flags_still_fail() {
+    let env = |_: &str| None;
+    let bad_tz = r#"[{"schedule":"0 2 * * *","duration":"2h","timeZone":"Europe/Berln"}]"#;
+    let a = args(&["--freeze-windows", bad_tz, "--leader-identity", "a"]).unwrap();
+    let s = Settings::from_args_holding(&a, &env).unwrap();
+    assert!(s.holding());
+    assert!(s.freeze.windows.is_empty(), "the setting is left out");
+    assert_eq!(s.invalid_settings.len(), 1);
+    assert_eq!(s.invalid_settings[0].setting, "freeze.windows");
+    assert!(
+        s.invalid_settings[0].message.contains("Europe/Berln"),
+        "{:?}",
+        s.invalid_settings
+    );
+    let reason = s.holding_reason().unwrap_or_default();
+    assert!(
+        reason.starts_with("invalid setting freeze.windows: invalid --freeze-windows"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("makes no change until it is fixed"),
+        "{reason}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = dir.path().join("defaults.yaml");
+    std::fs::write(&defaults, "guardrail:\n  cooldown: 12h\n").unwrap();
+    let path = defaults.display().to_string();
+    let a = args(&[
+        "--freeze-windows",
+        bad_tz,
+        "--cluster-defaults-file",
+        &path,
+        "--leader-identity",
+        "a",
+    ])
+    .unwrap();
+    let s = Settings::from_args_holding(&a, &env).unwrap();
+    let named: Vec<&str> = s.invalid_settings.iter().map(|i| i.setting).collect();
+    assert_eq!(named, ["freeze.windows", "clusterDefaults"]);
+    assert_eq!(s.cluster_defaults, None);
+
+    // A bad flag that the chart's schema refuses is still a startup error.
+    let a = args(&[
+        "--freeze-windows",
+        bad_tz,
+        "--tolerance",
+        "150",
+        "--leader-identity",
+        "a",
+    ])
+    .unwrap();
+    let e = Settings::from_args_holding(&a, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("invalid --tolerance"), "{e}");
+    // A good setting is not held.
+    let a = args(&["--leader-identity", "a"]).unwrap();
+    assert!(!Settings::from_args_holding(&a, &env).unwrap().holding());
 }
 
 #[test]

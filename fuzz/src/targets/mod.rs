@@ -13,6 +13,7 @@ pub mod cron_window;
 pub mod go_duration;
 pub mod hub_answer;
 pub mod policy;
+pub mod policy_review;
 pub mod quantity;
 
 /// A target's body: one input.
@@ -25,6 +26,7 @@ pub const ALL: &[(&str, Target)] = &[
     ("go_duration", go_duration::run),
     ("hub_answer", hub_answer::run),
     ("policy", policy::run),
+    ("policy_review", policy_review::run),
     ("quantity", quantity::run),
 ];
 

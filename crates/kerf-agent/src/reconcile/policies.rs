@@ -4,16 +4,19 @@
 //! its safe value), `matchedWorkloads` counts the workloads its selector matches or that
 //! pin it, `governedWorkloads` those it is the selected policy of, `Overlap` names the
 //! other policies that match some of the same workloads and which one governs them,
-//! `observedGeneration` the generation seen. Written only when it differs.
+//! `observedGeneration` the generation seen. Written only when it differs. A policy that
+//! turns invalid, or whose problems or generation change while invalid, also gets one
+//! Warning Kubernetes Event with the condition's reason and message.
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::Event as K8sEvent;
 use kerf_api::condition::{Condition, ConditionStatus};
 use kerf_api::policy::RightsizingPolicyStatus;
 use kerf_api::wellknown as wk;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use kerf_decide::coverage::{PolicyCoverage, coverage, overlap_message};
 
@@ -167,12 +170,13 @@ pub async fn sync(
     now: DateTime<Utc>,
 ) -> Vec<PolicyStatusError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
+    let events: Api<K8sEvent> = Api::namespaced(client.clone(), POLICY_EVENT_NAMESPACE);
     let covered = policy_coverage(cache);
     let none = PolicyCoverage::default();
     let mut errors = Vec::new();
     for entry in cache.policies() {
         let c = covered.get(&*entry.name).unwrap_or(&none);
-        if let Err(e) = sync_one(&api, &entry, c, now).await {
+        if let Err(e) = sync_one(&api, &events, &entry, c, now).await {
             errors.push(e);
         }
     }
@@ -181,6 +185,7 @@ pub async fn sync(
 
 async fn sync_one(
     api: &Api<DynamicObject>,
+    events: &Api<K8sEvent>,
     entry: &PolicyEntry,
     covered: &PolicyCoverage,
     now: DateTime<Utc>,
@@ -219,14 +224,105 @@ async fn sync_one(
     )
     .await
     .map_err(kube_err)?;
-    let invalid = desired
-        .conditions
-        .iter()
-        .find(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False);
-    if let Some(c) = invalid {
+    if let Some(c) = invalid_valid(&desired) {
         log_invalid(&name, entry, &c.message);
     }
+    if let Some(c) = invalid_news(&previous, &desired) {
+        let body = policy_warning(&name, obj.metadata.uid.as_deref(), c, now);
+        create_event(events, &name, body).await;
+    }
     Ok(())
+}
+
+/// Namespace of the Events on policies: a policy is cluster-scoped, and Kubernetes
+/// records the events of cluster-scoped objects in `default` (`kubectl describe rsp`
+/// finds them there).
+pub const POLICY_EVENT_NAMESPACE: &str = "default";
+
+/// The Valid condition of `status` when it is False.
+fn invalid_valid(status: &RightsizingPolicyStatus) -> Option<&Condition> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == wk::CONDITION_VALID && c.status == ConditionStatus::False)
+}
+
+/// The Valid=False condition of `desired` when it is news: `previous` was not invalid
+/// with the same message for the same generation. One Warning Event per generation and
+/// message, not one per status write.
+pub fn invalid_news<'a>(
+    previous: &RightsizingPolicyStatus,
+    desired: &'a RightsizingPolicyStatus,
+) -> Option<&'a Condition> {
+    let now = invalid_valid(desired)?;
+    let seen = invalid_valid(previous).is_some_and(|before| {
+        before.message == now.message && before.observed_generation == now.observed_generation
+    });
+    (!seen).then_some(now)
+}
+
+/// The Warning Kubernetes Event on policy `name` for its Valid=False `condition`. Its
+/// name derives from the generation and message, so a second write of the same news
+/// (another leader, a retry) makes no second Event.
+pub fn policy_warning(
+    name: &str,
+    uid: Option<&str>,
+    condition: &Condition,
+    now: DateTime<Utc>,
+) -> Value {
+    let key = format!(
+        "{}/{}",
+        condition.observed_generation.unwrap_or(0),
+        condition.message
+    );
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": format!("{name}.{:016x}", fnv1a(key.as_bytes())),
+            "namespace": POLICY_EVENT_NAMESPACE,
+        },
+        "involvedObject": {
+            "apiVersion": wk::API_GROUP_VERSION,
+            "kind": "RightsizingPolicy",
+            "name": name,
+            "uid": uid,
+        },
+        "reason": condition.reason,
+        "type": "Warning",
+        "message": kerf_api::event::cut_message(&condition.message),
+        "action": "validate",
+        "source": {"component": super::report::COMPONENT},
+        "reportingComponent": super::report::COMPONENT,
+        "reportingInstance": super::report::COMPONENT,
+        "firstTimestamp": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "lastTimestamp": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "eventTime": now.to_rfc3339_opts(SecondsFormat::Micros, true),
+        "count": 1,
+    })
+}
+
+/// 64-bit FNV-1a: a hash that is the same in every process (std's is seeded).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Creates the Event; one that exists already (409) is the same news.
+async fn create_event(events: &Api<K8sEvent>, policy: &str, body: Value) {
+    let event = match serde_json::from_value::<K8sEvent>(body) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(policy, error = %e, "policy Event not encoded");
+            return;
+        }
+    };
+    match events.create(&PostParams::default(), &event).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => tracing::warn!(policy, error = %e, "cannot write the policy's Kubernetes Event"),
+    }
 }
 
 #[cfg(test)]

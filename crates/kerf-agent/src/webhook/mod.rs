@@ -1,4 +1,5 @@
-//! The mutating admission webhook (design section 8, D20).
+//! The admission webhooks: the mutating pod webhook (design section 8, D20) and the
+//! validating policy webhook ([`policy`]).
 //!
 //! On a pod CREATE whose workload has live values (an applied in-place change), it
 //! answers with a JSON patch that sets those values on every container still at the
@@ -10,10 +11,12 @@
 //! - [`review`]: the pure decision, AdmissionReview in, AdmissionReview out;
 //! - [`tls`]: the HTTPS server and its certificate, reloaded when the files change;
 //! - [`feed`]: keeps the index in step with the caches; [`spawn`] starts it all;
-//! - [`router`]: `POST /mutate` with request metrics.
+//! - [`policy`]: refuses a RightsizingPolicy the agent would mark `Valid=False`;
+//! - [`router`]: `POST /mutate` and `POST /validate-policy` with request metrics.
 
 pub mod feed;
 pub mod index;
+pub mod policy;
 pub mod review;
 pub mod tls;
 
@@ -30,6 +33,7 @@ use prometheus_client::registry::Registry;
 
 pub use feed::{CertificateProblem, spawn};
 pub use index::{LiveIndex, SharedIndex, WorkloadLive};
+pub use policy::{VALIDATE_POLICY_PATH, answer_policy};
 pub use review::{Answer, Outcome, SlimPod, answer, encode};
 pub use tls::{ReloadingCert, serve};
 
@@ -152,10 +156,11 @@ struct WebhookState {
     metrics: WebhookMetrics,
 }
 
-/// The webhook's routes: `POST /mutate`.
+/// The webhook's routes: `POST /mutate` (pods) and `POST /validate-policy` (policies).
 pub fn router(index: SharedIndex, metrics: WebhookMetrics) -> Router {
     Router::new()
         .route(MUTATE_PATH, post(mutate))
+        .route(VALIDATE_POLICY_PATH, post(validate_policy))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(WebhookState { index, metrics })
 }
@@ -163,6 +168,16 @@ pub fn router(index: SharedIndex, metrics: WebhookMetrics) -> Router {
 async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
     let start = Instant::now();
     let answer = review::answer(&state.index.read(), &body);
+    counted(&state, start, answer)
+}
+
+async fn validate_policy(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let start = Instant::now();
+    counted(&state, start, policy::answer_policy(&body))
+}
+
+/// The HTTP response of `answer`, counted by result and timed from `start`.
+fn counted(state: &WebhookState, start: Instant, answer: Answer) -> Response {
     let (response, outcome) = respond(answer);
     let label = ResultLabel {
         result: outcome.as_str().to_owned(),

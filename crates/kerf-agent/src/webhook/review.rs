@@ -36,6 +36,8 @@ pub enum Outcome {
     Patched,
     /// Allowed unchanged.
     Allowed,
+    /// Refused (a policy the agent would mark invalid).
+    Denied,
     /// The request could not be used; allowed unchanged with a warning, or HTTP 400.
     Error,
 }
@@ -46,6 +48,7 @@ impl Outcome {
         match self {
             Outcome::Patched => "patched",
             Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
             Outcome::Error => "error",
         }
     }
@@ -186,42 +189,60 @@ pub fn encode(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_
 
 /// Answers one request body.
 pub fn answer(index: &LiveIndex, body: &[u8]) -> Answer {
-    let review: AdmissionReview<SlimPod> = match serde_json::from_slice(body) {
+    let request = match read_request::<SlimPod>(body, POD_UNCHANGED) {
         Ok(r) => r,
-        Err(_) => return unreadable(body),
+        Err(answer) => return answer,
     };
-    let types_ok =
-        review.types.api_version == ADMISSION_API_VERSION && review.types.kind == ADMISSION_KIND;
-    let types = format!("{}/{}", review.types.api_version, review.types.kind);
-    let request: AdmissionRequest<SlimPod> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return Answer::BadRequest(WebhookError::NoRequest.to_string()),
-    };
-    if request.uid.is_empty() {
-        return Answer::BadRequest(WebhookError::NoUid.to_string());
-    }
-    if !types_ok {
-        return allowed_with_warning(&request.uid, &WebhookError::WrongType(types));
-    }
     match decide(index, &request) {
         Ok(None) => respond(AdmissionResponse::from(&request), Outcome::Allowed),
         Ok(Some(patch)) => match AdmissionResponse::from(&request).with_patch(patch) {
             Ok(resp) => respond(resp, Outcome::Patched),
-            Err(e) => allowed_with_warning(&request.uid, &WebhookError::Patch(e)),
+            Err(e) => allowed_with_warning(&request.uid, POD_UNCHANGED, &WebhookError::Patch(e)),
         },
-        Err(e) => allowed_with_warning(&request.uid, &e),
+        Err(e) => allowed_with_warning(&request.uid, POD_UNCHANGED, &e),
     }
 }
 
-fn respond(mut resp: AdmissionResponse, outcome: Outcome) -> Answer {
+/// The lead-in of a pod request's warning.
+const POD_UNCHANGED: &str = "kerf webhook left the pod unchanged";
+
+/// The request of an AdmissionReview v1 body, or the answer to send when there is none:
+/// HTTP 400 without a readable uid, else allowed with a warning led by `lead`.
+pub(super) fn read_request<T>(body: &[u8], lead: &str) -> Result<AdmissionRequest<T>, Answer>
+where
+    T: kube::Resource + serde::de::DeserializeOwned,
+{
+    let review: AdmissionReview<T> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(_) => return Err(unreadable::<T>(body, lead)),
+    };
+    let types_ok =
+        review.types.api_version == ADMISSION_API_VERSION && review.types.kind == ADMISSION_KIND;
+    let types = format!("{}/{}", review.types.api_version, review.types.kind);
+    let request: AdmissionRequest<T> = match review.try_into() {
+        Ok(r) => r,
+        Err(_) => return Err(Answer::BadRequest(WebhookError::NoRequest.to_string())),
+    };
+    if request.uid.is_empty() {
+        return Err(Answer::BadRequest(WebhookError::NoUid.to_string()));
+    }
+    if !types_ok {
+        let error = WebhookError::WrongType(types);
+        return Err(allowed_with_warning(&request.uid, lead, &error));
+    }
+    Ok(request)
+}
+
+/// The answer with the admission types set.
+pub(super) fn respond(mut resp: AdmissionResponse, outcome: Outcome) -> Answer {
     resp.types.api_version = ADMISSION_API_VERSION.to_owned();
     resp.types.kind = ADMISSION_KIND.to_owned();
     Answer::Review(Box::new(resp.into_review()), outcome)
 }
 
-/// Allowed unchanged, saying why the pod was not looked at.
-fn allowed_with_warning(uid: &str, error: &WebhookError) -> Answer {
-    let message = format!("kerf webhook left the pod unchanged: {error}");
+/// Allowed unchanged, saying (after `lead`) why the object was not looked at.
+pub(super) fn allowed_with_warning(uid: &str, lead: &str, error: &WebhookError) -> Answer {
+    let message = format!("{lead}: {error}");
     let mut resp = AdmissionResponse::invalid(&message);
     resp.uid = uid.to_owned();
     resp.allowed = true;
@@ -231,9 +252,12 @@ fn allowed_with_warning(uid: &str, error: &WebhookError) -> Answer {
 
 /// The body did not decode as an AdmissionReview: name the failing field, and answer with
 /// a review when a uid can still be read.
-fn unreadable(body: &[u8]) -> Answer {
+fn unreadable<T>(body: &[u8], lead: &str) -> Answer
+where
+    T: kube::Resource + serde::de::DeserializeOwned,
+{
     let de = &mut serde_json::Deserializer::from_slice(body);
-    let error = match serde_path_to_error::deserialize::<_, AdmissionReview<SlimPod>>(de) {
+    let error = match serde_path_to_error::deserialize::<_, AdmissionReview<T>>(de) {
         Err(e) => WebhookError::Decode {
             path: e.path().to_string(),
             message: e.inner().to_string(),
@@ -248,7 +272,7 @@ fn unreadable(body: &[u8]) -> Answer {
         .and_then(|v| v.pointer("/request/uid")?.as_str().map(str::to_owned))
         .filter(|u| !u.is_empty());
     match uid {
-        Some(uid) => allowed_with_warning(&uid, &error),
+        Some(uid) => allowed_with_warning(&uid, lead, &error),
         None => Answer::BadRequest(error.to_string()),
     }
 }

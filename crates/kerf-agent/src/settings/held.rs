@@ -1,0 +1,105 @@
+//! Cluster settings the chart cannot refuse at render time (docs/configuration.md).
+//!
+//! `freeze.windows` and `clusterDefaults` reach the agent as files from its ConfigMap. The
+//! values schema checks their shape, but not all of their content (a well-formed but
+//! unknown time zone such as `Europe/Berln`, a ConfigMap edited by hand). Exiting on such a
+//! setting would restart the agent in a loop; instead [`Settings::from_args_holding`]
+//! leaves the setting out, records it as an [`InvalidSetting`], and the runtime then
+//! starts without acting: not ready, naming the setting, and no change to anything. Every
+//! other bad flag still stops startup.
+
+use serde::Serialize;
+
+use super::{EnvLookup, Settings, SettingsError};
+use crate::cli::RunArgs;
+
+/// A cluster setting that cannot be used; while one is recorded the agent makes no change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InvalidSetting {
+    /// The chart value it comes from (`freeze.windows`, `clusterDefaults`): the
+    /// `setting` label of `kerf_agent_invalid_setting`.
+    pub setting: &'static str,
+    /// Why it cannot be used, naming the flag, the value and what is wrong.
+    pub message: String,
+}
+
+/// The flags of the cluster settings and the chart values they come from.
+pub const CLUSTER_SETTINGS: [(&str, &str); 2] = [
+    ("freeze-windows", "freeze.windows"),
+    ("cluster-defaults-file", "clusterDefaults"),
+];
+
+impl SettingsError {
+    /// The flag the error is about, if it names one.
+    pub fn flag(&self) -> Option<&'static str> {
+        match self {
+            SettingsError::Invalid { flag, .. } | SettingsError::Unreadable { flag, .. } => {
+                Some(flag)
+            }
+            SettingsError::Defaults(_) => None,
+        }
+    }
+}
+
+impl Settings {
+    /// Like [`Settings::from_args`], except that an invalid cluster setting (see
+    /// [`CLUSTER_SETTINGS`]) is left out and recorded in `invalid_settings` instead of
+    /// failing; any other error still fails.
+    pub fn from_args_holding(
+        args: &RunArgs,
+        env: EnvLookup<'_>,
+    ) -> Result<Settings, SettingsError> {
+        let mut args = args.clone();
+        let mut invalid = Vec::new();
+        loop {
+            let error = match Settings::from_args(&args, env) {
+                Ok(mut settings) => {
+                    settings.invalid_settings = invalid;
+                    return Ok(settings);
+                }
+                Err(e) => e,
+            };
+            let setting = error.flag().and_then(|flag| {
+                let (_, setting) = CLUSTER_SETTINGS.iter().find(|(f, _)| *f == flag)?;
+                leave_out(&mut args, flag).then_some(*setting)
+            });
+            let Some(setting) = setting else {
+                return Err(error);
+            };
+            invalid.push(InvalidSetting {
+                setting,
+                message: error.to_string(),
+            });
+        }
+    }
+
+    /// Whether a cluster setting could not be used: the agent then makes no change.
+    pub fn holding(&self) -> bool {
+        !self.invalid_settings.is_empty()
+    }
+
+    /// Why the agent is not ready while holding: every invalid setting, named.
+    pub fn holding_reason(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .invalid_settings
+            .iter()
+            .map(|i| format!("invalid setting {}: {}", i.setting, i.message))
+            .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{}; the agent makes no change until it is fixed",
+                parts.join("; ")
+            )
+        })
+    }
+}
+
+/// Clears the flag's value in `args`; false when it was already clear (nothing to leave
+/// out, so the error is not about its value).
+fn leave_out(args: &mut RunArgs, flag: &str) -> bool {
+    match flag {
+        "freeze-windows" => args.decision.freeze_windows.take().is_some(),
+        "cluster-defaults-file" => args.decision.cluster_defaults_file.take().is_some(),
+        _ => false,
+    }
+}
