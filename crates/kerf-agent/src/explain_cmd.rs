@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use kerf_api::Resource;
 use kerf_api::WorkloadKind;
 use kerf_decide::Explanation;
-use kerf_decide::duration::format_go_duration;
+use kerf_decide::duration::{Rfc3339, format_go_duration};
 use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
 use kerf_decide::explain::Verdict;
 use kerf_decide::quantity;
@@ -306,7 +306,10 @@ fn render_steps(out: &mut String, e: &Explanation) {
         };
         let num = s.number.map_or("  ".to_owned(), |n| format!("{n:>2}"));
         let mark = if s.decisive { "*" } else { " " };
-        let until = s.until.map(|u| format!(" until {u}")).unwrap_or_default();
+        let until = s
+            .until
+            .map(|u| format!(" until {}", Rfc3339(u)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "{mark}{num} {:<24} value {:<28} threshold {:<20} {verdict}{until}",
@@ -332,8 +335,7 @@ pub fn render(
     e: &Explanation,
     now: DateTime<Utc>,
 ) -> String {
-    let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mut out = format!("Workload {key} at {at}\n\n");
+    let mut out = format!("Workload {key} at {}\n\n", Rfc3339(now));
     out.push_str(&render_policy(policy));
     render_targets(&mut out, e);
     render_steps(&mut out, e);
@@ -345,13 +347,13 @@ pub fn render(
         e.decision.message
     );
     if let Some(c) = e.cooldown_end {
-        let _ = writeln!(out, "Cooldown ends: {c}");
+        let _ = writeln!(out, "Cooldown ends: {}", Rfc3339(c));
     }
     let _ = writeln!(out, "Maintenance windows: {}", e.maintenance);
     let _ = writeln!(out, "Freeze windows: {}", e.freeze);
     let _ = writeln!(out, "Cluster-wide freeze windows: {}", e.cluster_freeze);
     if let Some(w) = e.next_window {
-        let _ = writeln!(out, "Next maintenance window: {w}");
+        let _ = writeln!(out, "Next maintenance window: {}", Rfc3339(w));
     }
     let _ = writeln!(out, "{}", e.next_change);
     out
