@@ -55,11 +55,12 @@ pub const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 /// recommendations once (when a hub is set) and renders the explanation of the target.
 pub async fn run(args: &ExplainArgs, given: &Given) -> Result<String, ExplainError> {
     parse_target(&args.target)?;
+    let env = |k: &str| std::env::var(k).ok();
+    agent_config::check_given(given, &env)?;
     let client = kube::Client::try_default()
         .await
         .map_err(ExplainError::Client)?;
     let from = args.from_agent.as_deref();
-    let env = |k: &str| std::env::var(k).ok();
     explain_from_agent(client, &args.target, from, given, &env).await
 }
 

@@ -114,6 +114,22 @@ pub fn settings(
     Ok(s)
 }
 
+/// Refuses an invalid setting among those `given`, before any cluster is read; the cluster
+/// name may come later from the agent's ConfigMap.
+pub fn check_given(given: &Given, env: EnvLookup<'_>) -> Result<(), AgentConfigError> {
+    let invalid = |reason: String| AgentConfigError::Invalid {
+        origin: "flags and KERF_* variables".to_owned(),
+        reason,
+    };
+    let mut decision = decision_args(None, given).map_err(|e| invalid(e.to_string()))?;
+    // Only to validate the rest: the agent's ConfigMap may name the cluster.
+    decision
+        .cluster_name
+        .get_or_insert_with(|| "unnamed".to_owned());
+    Settings::for_explain(decision, env).map_err(|e| invalid(e.to_string()))?;
+    Ok(())
+}
+
 /// The raw decision settings: the value given for each setting, else the ConfigMap's
 /// `KERF_*` key, else the default of `run`.
 fn decision_args(config: Option<&AgentConfig>, given: &Given) -> Result<DecisionArgs, clap::Error> {
@@ -307,6 +323,22 @@ mod tests {
         let s = settings(None, &flags, &|_| None).unwrap();
         assert_eq!(s.cluster_name, "prod");
         assert_eq!(origin(None, &flags), "flags and KERF_* variables only");
+    }
+
+    #[test]
+    fn given_flags_are_checked_before_the_cluster_is_read() {
+        assert!(check_given(&Given::new(), &|_| None).is_ok());
+        let bad = given(&[(
+            "freeze_windows",
+            &[r#"[{"schedule":"0 25 * * *","duration":"2h"}]"#],
+        )]);
+        let e = check_given(&bad, &|_| None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("settings from flags and KERF_* variables: invalid --freeze-windows"),
+            "{e}"
+        );
+        let name = given(&[("cluster_name", &["Prod EU"])]);
+        assert!(check_given(&name, &|_| None).is_err());
     }
 
     #[test]
