@@ -27,7 +27,9 @@ pub enum Command {
     /// Explain the decision for one workload: the effective policy with the layer of every
     /// field, the current and target values, each pipeline step with its value and
     /// threshold, and when the change could go in next. Reads the cluster (KUBECONFIG or
-    /// in-cluster) and the hub with the decision settings of `run`.
+    /// in-cluster) and the hub with the running agent's decision settings (its ConfigMap),
+    /// each overridden by a flag or variable given.
+    #[command(mut_arg("cluster_name", |a| a.required(false)))]
     Explain(Box<ExplainArgs>),
     /// Print the savings report: per namespace and for the cluster, the CPU and memory
     /// requested now, what the hub recommends, what Kerf applied and what is held back and
@@ -48,7 +50,14 @@ pub struct ReportArgs {
 pub struct ExplainArgs {
     /// The workload: `<namespace>/<kind>/<name>`, kind Deployment, StatefulSet or DaemonSet.
     pub target: String,
-    /// The settings decisions read (flags or `KERF_*` environment, as for `run`).
+    /// The running agent's settings: the ConfigMap `<namespace>/<name>` the chart renders
+    /// (`<release>-config`). Without the flag `kerf-system/kerf-agent-config` is read, and
+    /// when it is missing the flags alone are used if they name the cluster.
+    #[arg(long, value_name = "NAMESPACE/NAME", num_args = 0..=1,
+        default_missing_value = crate::explain_cmd::DEFAULT_AGENT_CONFIG)]
+    pub from_agent: Option<String>,
+    /// The settings decisions read (flags or `KERF_*` environment, as for `run`); each one
+    /// given overrides the agent's.
     #[command(flatten)]
     pub decision: DecisionArgs,
 }
@@ -67,9 +76,15 @@ pub enum LogFormat {
 /// The settings that decisions read: both `run` and `explain` take them.
 #[derive(Clone, Debug, Args)]
 pub struct DecisionArgs {
-    /// Name of this cluster at the hub.
-    #[arg(long, env = "KERF_CLUSTER_NAME", help_heading = "Cluster")]
-    pub cluster_name: String,
+    /// Name of this cluster at the hub (required by `run`; `explain` reads it from the
+    /// agent's ConfigMap).
+    #[arg(
+        long,
+        env = "KERF_CLUSTER_NAME",
+        required = true,
+        help_heading = "Cluster"
+    )]
+    pub cluster_name: Option<String>,
 
     /// Base URL of the hub (http or https). Without it every workload is blocked
     /// HubUnreachable.

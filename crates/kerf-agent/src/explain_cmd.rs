@@ -1,6 +1,9 @@
 //! `kerf-agent explain <ns>/<kind>/<name>`: the effective policy with the layer of every
 //! field, each pipeline step with its value and threshold, and when the change could go in
-//! next (design section 10).
+//! next (design section 10). The decision settings are the running agent's, read from its
+//! ConfigMap ([`agent_config`]); the first line says where they came from.
+
+pub mod agent_config;
 
 use std::fmt::Write as _;
 
@@ -8,16 +11,19 @@ use chrono::{DateTime, Utc};
 use kerf_api::Resource;
 use kerf_api::WorkloadKind;
 use kerf_decide::Explanation;
-use kerf_decide::duration::format_go_duration;
+use kerf_decide::duration::{Rfc3339, format_go_duration};
 use kerf_decide::effective::{EffectivePolicy, Layer, Sourced};
 use kerf_decide::explain::Verdict;
 use kerf_decide::quantity;
 
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::{CacheSet, WorkloadKey};
+use crate::cli::ExplainArgs;
 use crate::hub::HubState;
 use crate::reconcile::facts;
-use crate::settings::Settings;
+use crate::settings::{EnvLookup, Settings};
+
+pub use agent_config::{AgentConfigError, DEFAULT_AGENT_CONFIG, Given};
 
 /// Errors of the explain command.
 #[derive(Debug, thiserror::Error)]
@@ -36,19 +42,43 @@ pub enum ExplainError {
     /// The caches did not list everything in time.
     #[error("the caches did not sync within {0:?}")]
     SyncTimeout(std::time::Duration),
+    /// The agent's settings cannot be read or are invalid.
+    #[error(transparent)]
+    Settings(#[from] AgentConfigError),
 }
 
 /// How long `explain` waits for the caches.
 pub const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// `kerf-agent explain`: builds the caches, waits for them, fetches the hub's config and
-/// recommendations once (when a hub is set) and renders the explanation of `target`.
-pub async fn run(target: &str, settings: Settings) -> Result<String, ExplainError> {
-    parse_target(target)?;
+/// `kerf-agent explain`: reads the agent's settings (`--from-agent`, with the settings
+/// `given` over them), builds the caches, waits for them, fetches the hub's config and
+/// recommendations once (when a hub is set) and renders the explanation of the target.
+pub async fn run(args: &ExplainArgs, given: &Given) -> Result<String, ExplainError> {
+    parse_target(&args.target)?;
+    let env = |k: &str| std::env::var(k).ok();
+    agent_config::check_given(given, &env)?;
     let client = kube::Client::try_default()
         .await
         .map_err(ExplainError::Client)?;
-    explain_with(client, target, &settings).await
+    let from = args.from_agent.as_deref();
+    explain_from_agent(client, &args.target, from, given, &env).await
+}
+
+/// [`run`] on a given client: the settings of the agent whose ConfigMap is `from`
+/// (`<namespace>/<name>`, default [`DEFAULT_AGENT_CONFIG`]) with `given` over them, then
+/// the explanation under a first line naming where the settings came from.
+pub async fn explain_from_agent(
+    client: kube::Client,
+    target: &str,
+    from: Option<&str>,
+    given: &Given,
+    env: EnvLookup<'_>,
+) -> Result<String, ExplainError> {
+    parse_target(target)?;
+    let from = from.unwrap_or(DEFAULT_AGENT_CONFIG);
+    let (settings, origin) = agent_config::resolve(client.clone(), from, given, env).await?;
+    let text = explain_with(client, target, &settings).await?;
+    Ok(format!("{origin}\n{text}"))
 }
 
 /// [`run`] on a given client.
@@ -306,7 +336,10 @@ fn render_steps(out: &mut String, e: &Explanation) {
         };
         let num = s.number.map_or("  ".to_owned(), |n| format!("{n:>2}"));
         let mark = if s.decisive { "*" } else { " " };
-        let until = s.until.map(|u| format!(" until {u}")).unwrap_or_default();
+        let until = s
+            .until
+            .map(|u| format!(" until {}", Rfc3339(u)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "{mark}{num} {:<24} value {:<28} threshold {:<20} {verdict}{until}",
@@ -332,8 +365,7 @@ pub fn render(
     e: &Explanation,
     now: DateTime<Utc>,
 ) -> String {
-    let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mut out = format!("Workload {key} at {at}\n\n");
+    let mut out = format!("Workload {key} at {}\n\n", Rfc3339(now));
     out.push_str(&render_policy(policy));
     render_targets(&mut out, e);
     render_steps(&mut out, e);
@@ -345,13 +377,13 @@ pub fn render(
         e.decision.message
     );
     if let Some(c) = e.cooldown_end {
-        let _ = writeln!(out, "Cooldown ends: {c}");
+        let _ = writeln!(out, "Cooldown ends: {}", Rfc3339(c));
     }
     let _ = writeln!(out, "Maintenance windows: {}", e.maintenance);
     let _ = writeln!(out, "Freeze windows: {}", e.freeze);
     let _ = writeln!(out, "Cluster-wide freeze windows: {}", e.cluster_freeze);
     if let Some(w) = e.next_window {
-        let _ = writeln!(out, "Next maintenance window: {w}");
+        let _ = writeln!(out, "Next maintenance window: {}", Rfc3339(w));
     }
     let _ = writeln!(out, "{}", e.next_change);
     out

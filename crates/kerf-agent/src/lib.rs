@@ -14,6 +14,7 @@ pub mod hub;
 pub mod intent;
 pub mod lease;
 pub mod listen;
+pub mod logging;
 pub mod metrics;
 pub mod outbox;
 pub mod reconcile;

@@ -2,8 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use kerf_agent::cli::{Cli, Command, ExplainArgs, ReportArgs};
+use kerf_agent::explain_cmd::{ExplainError, Given};
 use kerf_agent::settings::Settings;
 
 /// Exit code of an invalid setting (as clap uses for bad arguments).
@@ -13,7 +14,8 @@ fn main() -> ExitCode {
     // Two TLS providers are linked (ring for the Kubernetes client and the webhook,
     // aws-lc-rs through the PromQL client): choose ring for the whole process.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Crds => match kerf_api::crds_yaml() {
             Ok(yaml) => {
@@ -55,31 +57,39 @@ fn main() -> ExitCode {
             }
             kerf_agent::runtime::main(settings)
         }
-        Command::Explain(args) => explain(&args),
+        Command::Explain(args) => {
+            let given = matches
+                .subcommand_matches("explain")
+                .map(kerf_agent::explain_cmd::agent_config::given_in)
+                .unwrap_or_default();
+            explain(&args, &given)
+        }
         Command::Report(args) => report(&args),
     }
 }
 
-/// `kerf-agent explain <ns>/<kind>/<name>`: prints the explanation and exits.
-fn explain(args: &ExplainArgs) -> ExitCode {
-    let settings = match Settings::for_explain(args, &|k| std::env::var(k).ok()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kerf-agent: {e}");
-            return ExitCode::from(EXIT_INVALID_SETTING);
-        }
+/// `kerf-agent explain <ns>/<kind>/<name>`: prints the explanation and exits; exit code 2
+/// when the settings are invalid or cannot be found.
+fn explain(args: &ExplainArgs, given: &Given) -> ExitCode {
+    let code = |e: &ExplainError| match e {
+        ExplainError::Settings(_) => ExitCode::from(EXIT_INVALID_SETTING),
+        _ => ExitCode::FAILURE,
     };
-    print_result(kerf_agent::explain_cmd::run(&args.target, settings))
+    print_result(kerf_agent::explain_cmd::run(args, given), code)
 }
 
 /// `kerf-agent report`: prints the savings report and exits.
 fn report(args: &ReportArgs) -> ExitCode {
-    print_result(kerf_agent::report::source::run(args.output))
+    print_result(kerf_agent::report::source::run(args.output), |_| {
+        ExitCode::FAILURE
+    })
 }
 
-/// Runs `fut` on a runtime of its own and prints its text, or its error and fails.
+/// Runs `fut` on a runtime of its own and prints its text, or its error and exits with
+/// `code` of it.
 fn print_result<E: std::fmt::Display>(
     fut: impl std::future::Future<Output = Result<String, E>>,
+    code: impl Fn(&E) -> ExitCode,
 ) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -98,7 +108,7 @@ fn print_result<E: std::fmt::Display>(
         }
         Err(e) => {
             eprintln!("kerf-agent: {e}");
-            ExitCode::FAILURE
+            code(&e)
         }
     }
 }

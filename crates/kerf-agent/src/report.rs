@@ -8,6 +8,7 @@
 
 use chrono::{DateTime, Utc};
 use kerf_api::Resource;
+use kerf_decide::duration::Rfc3339;
 use serde::{Deserialize, Serialize};
 
 pub mod compute;
@@ -26,7 +27,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub version: u32,
-    /// When the report was made.
+    /// When the report was made, RFC 3339 UTC in whole seconds.
+    #[serde(serialize_with = "whole_seconds")]
     pub generated_at: DateTime<Utc>,
     /// The units of every amount.
     pub units: Units,
@@ -39,6 +41,11 @@ pub struct Report {
     /// Inputs that could not be read (a quantity that does not parse, an rsr that does not
     /// convert), each naming its object; what they held counts as absent.
     pub problems: Vec<String>,
+}
+
+/// Writes a time as every Kerf output does ([`Rfc3339`]).
+fn whole_seconds<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&Rfc3339(*t))
 }
 
 /// The units of the amounts: CPU in millicores, memory in bytes (exact integers).

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
 use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
@@ -33,6 +33,7 @@ use kerf_api::wellknown::{
     API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
 };
 use kerf_api::{RightsizingRecommendationStatus, WorkloadKind};
+use kerf_decide::duration::Rfc3339;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -204,7 +205,7 @@ pub fn apply_body(
     });
     if let Some(at) = withdrawn_at {
         metadata["annotations"] = json!({
-            ANNOTATION_WITHDRAWN: at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            ANNOTATION_WITHDRAWN: Rfc3339(at).to_string(),
         });
     }
     Ok(json!({

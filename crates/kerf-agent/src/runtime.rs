@@ -17,6 +17,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::context::Context;
 use crate::lease::{Elector, LeaderState, always_leader};
 use crate::listen::{BindError, bind_setting};
+use crate::logging;
 use crate::metrics::{self, Metrics};
 use crate::settings::{LogSettings, Settings};
 
@@ -47,35 +48,14 @@ pub fn main(settings: Settings) -> ExitCode {
     }
 }
 
-/// Logs go to standard output: `text` with colour codes only when standard output is a
-/// terminal, `json` as one object per line with the message and fields at the top level.
+/// Logs go to standard output ([`logging::subscriber`]), with colour codes only when
+/// standard output is a terminal.
 fn init_tracing(log: &LogSettings) {
-    let filter = tracing_subscriber::EnvFilter::try_new(quiet_client_trace(&log.filter))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let res = match log.format {
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_ansi(false)
-            .try_init(),
-        LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .try_init(),
-    };
-    if let Err(e) = res {
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let ansi =
+        log.format == LogFormat::Text && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    if let Err(e) = logging::subscriber(log, std::io::stdout, ansi).try_init() {
         eprintln!("kerf-agent: logging already initialised: {e}");
-    }
-}
-
-/// `filter` with kube's per-request failure lines off unless it names `kube_client`: the
-/// agent logs each failed call itself, with the object it was for, and a line per failed
-/// request of every watch would flood the log during an API server outage.
-fn quiet_client_trace(filter: &str) -> String {
-    if filter.contains("kube_client") {
-        filter.to_owned()
-    } else {
-        format!("{filter},kube_client::client::builder=off")
     }
 }
 
@@ -355,21 +335,4 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quiet_client_trace;
-
-    #[test]
-    fn kube_request_failures_are_off_unless_the_filter_names_kube_client() {
-        assert_eq!(
-            quiet_client_trace("info"),
-            "info,kube_client::client::builder=off"
-        );
-        assert_eq!(
-            quiet_client_trace("info,kube_client=debug"),
-            "info,kube_client=debug"
-        );
-    }
 }

@@ -17,16 +17,16 @@ use std::time::Duration;
 use kerf_api::policy::{RightsizingPolicySpec, Window};
 use serde::Serialize;
 
-use crate::cli::{ExplainArgs, LogFormat, RunArgs};
+use crate::cli::{DecisionArgs, LogFormat, RunArgs};
 
 pub use held::{CLUSTER_SETTINGS, InvalidSetting};
+pub use parse::{
+    cluster_defaults_from_text, format_duration, freeze_windows_from_text, parse_addr, parse_bytes,
+    parse_freeze_windows, parse_node_selector, parse_tolerance, read_cluster_defaults,
+};
 use parse::{
     duration, is_dns_label, is_dns_subdomain, opt_url, parse_cluster_name, parse_count,
     parse_log_filter, positive_duration,
-};
-pub use parse::{
-    format_duration, parse_addr, parse_bytes, parse_freeze_windows, parse_node_selector,
-    parse_tolerance, read_cluster_defaults,
 };
 
 /// Namespace used when neither the flag, POD_NAMESPACE nor the service account name one.
@@ -329,10 +329,13 @@ pub fn format_bytes(b: u64) -> String {
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl Settings {
-    /// The settings of `explain`: its decision flags, validated as `run` validates them,
+    /// The settings of `explain`: its decision settings, validated as `run` validates them,
     /// and `run`'s defaults for the rest.
-    pub fn for_explain(args: &ExplainArgs, env: EnvLookup<'_>) -> Result<Settings, SettingsError> {
-        let run = RunArgs::with_defaults(args.decision.clone()).map_err(SettingsError::defaults)?;
+    pub fn for_explain(
+        decision: DecisionArgs,
+        env: EnvLookup<'_>,
+    ) -> Result<Settings, SettingsError> {
+        let run = RunArgs::with_defaults(decision).map_err(SettingsError::defaults)?;
         Settings::from_args(&run, env)
     }
 
@@ -341,7 +344,9 @@ impl Settings {
     pub fn from_args(args: &RunArgs, env: EnvLookup<'_>) -> Result<Settings, SettingsError> {
         let namespace = resolve_namespace(args.namespace.as_deref(), env)?;
         Ok(Settings {
-            cluster_name: parse_cluster_name(&args.decision.cluster_name)?,
+            cluster_name: parse_cluster_name(
+                args.decision.cluster_name.as_deref().unwrap_or_default(),
+            )?,
             hub: HubSettings {
                 url: opt_url("hub-url", args.decision.hub_url.as_deref())?,
                 token_file: args.decision.hub_token_file.clone(),

@@ -25,6 +25,7 @@ use kerf_api::rsr::{
     ChangeState, EffectiveModes, Phase, RightsizingRecommendationStatus, StrategyStatus,
 };
 use kerf_api::wellknown as wk;
+use kerf_decide::duration::Rfc3339;
 use kerf_decide::effective::{EffectivePolicy, Layer};
 use kerf_decide::facts::Facts;
 use kerf_decide::pipeline::Check;
@@ -332,7 +333,7 @@ fn health_condition(
         return Some((
             ConditionStatus::False,
             reason,
-            format!("rolled back at {}", rb.time),
+            format!("rolled back at {}", Rfc3339(rb.time)),
         ));
     }
     let watch = s.watch.as_ref()?;
@@ -340,12 +341,12 @@ fn health_condition(
         Some(end) if now >= end => Some((
             ConditionStatus::True,
             wk::CONDITION_REASON_HEALTHY,
-            format!("no threshold crossed until {end}"),
+            format!("no threshold crossed until {}", Rfc3339(end)),
         )),
         Some(end) => Some((
             ConditionStatus::Unknown,
             wk::CONDITION_REASON_WATCHING,
-            format!("watching until {end}"),
+            format!("watching until {}", Rfc3339(end)),
         )),
         None => Some((
             ConditionStatus::Unknown,
@@ -459,5 +460,52 @@ mod tests {
             assert_eq!(list[0].last_transition_time, want, "{at}");
         }
         assert_eq!(list.len(), 1);
+    }
+
+    /// A status whose change `c1` is under a health watch ending at `end`, rolled back at
+    /// `rolled_back` when given.
+    fn watched(end: &str, rolled_back: Option<&str>) -> RightsizingRecommendationStatus {
+        let mut s = serde_json::json!({
+            "change": {"id": "c1", "state": "Applied", "recommendationID": "r",
+                "strategy": "in-place", "resources": ["cpu"],
+                "startedAt": "2026-12-04T15:00:00Z", "containers": []},
+            "watch": {"start": "2026-12-04T15:00:00Z", "end": end},
+        });
+        if let Some(at) = rolled_back {
+            s["lastRollback"] = serde_json::json!({"time": at, "reason": "OOMKilled", "resources": ["cpu"], "changeId": "c1"});
+        }
+        serde_json::from_value(s).unwrap()
+    }
+
+    // One time format across logs, status, explain and report (issue 32).
+    #[test]
+    fn health_condition_messages_write_times_in_utc_with_z_and_whole_seconds() {
+        let at = |t: &str| t.parse::<DateTime<Utc>>().unwrap();
+        let end = "2026-12-04T15:45:00.250Z";
+        let message = |s: &RightsizingRecommendationStatus, now: &str| {
+            health_condition(s, at(now))
+                .map(|(_, _, m)| m)
+                .unwrap_or_default()
+        };
+        let cases = [
+            (
+                watched(end, None),
+                "2026-12-04T15:10:00Z",
+                "watching until 2026-12-04T15:45:00Z",
+            ),
+            (
+                watched(end, None),
+                "2026-12-04T16:00:00Z",
+                "no threshold crossed until 2026-12-04T15:45:00Z",
+            ),
+            (
+                watched(end, Some("2026-12-04T15:20:00.5Z")),
+                "2026-12-04T15:30:00Z",
+                "rolled back at 2026-12-04T15:20:00Z",
+            ),
+        ];
+        for (s, now, want) in cases {
+            assert_eq!(message(&s, now), want);
+        }
     }
 }

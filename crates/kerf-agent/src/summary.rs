@@ -22,13 +22,14 @@
 //! - `-o wide`: the policy, the last change's time and the end of a running canary watch,
 //!   the next window or the end of the block (RFC 3339).
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use kerf_api::Resource;
 use kerf_api::policy::Strategy;
 use kerf_api::rsr::{
     CanaryStage, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary,
 };
 use kerf_api::wellknown as wk;
+use kerf_decide::duration::Rfc3339;
 use kerf_decide::effective::Layer;
 use kerf_decide::facts::{ContainerFacts, Facts};
 use kerf_decide::quantity;
@@ -276,7 +277,7 @@ pub fn refresh_canary(s: &mut RightsizingRecommendationStatus) {
         return;
     };
     let reason = canary_reason(c).unwrap_or(applied_reason(c)).to_owned();
-    let next = canary_end(s).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+    let next = canary_end(s).map(|t| Rfc3339(t).to_string());
     let sum = s.summary.get_or_insert_with(Summary::default);
     sum.reason = Some(reason);
     sum.next = next;
@@ -303,5 +304,5 @@ fn next(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) -> Option
     canary_end(s)
         .or(block)
         .or(s.next_window)
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .map(|t| Rfc3339(t).to_string())
 }

@@ -37,15 +37,107 @@ fn settings(docs: &[Value]) -> Res<serde_json::Value> {
             std::fs::write(dir.path().join(k), v)?;
         }
     }
+    let mut env = BTreeMap::new();
+    for (n, v) in agent_env(docs)? {
+        let v = v.replace("/etc/kerf/config", &dir.path().display().to_string());
+        env.insert(n, v);
+    }
+    chart_support::print_settings(&env)
+}
+
+/// The agent container's environment as the pod gets it: literal values, and values taken
+/// from the rendered ConfigMap by `configMapKeyRef` (which must name that ConfigMap and a
+/// key it holds).
+fn agent_env(docs: &[Value]) -> Res<BTreeMap<String, String>> {
+    let cm = kind(docs, "ConfigMap")?;
     let container = &kind(docs, "Deployment")?["spec"]["template"]["spec"]["containers"][0];
     let mut env = BTreeMap::new();
     for e in container["env"].as_sequence().into_iter().flatten() {
-        if let (Some(n), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
-            let v = v.replace("/etc/kerf/config", &dir.path().display().to_string());
-            env.insert(n.to_owned(), v);
-        }
+        let Some(n) = e["name"].as_str() else {
+            continue;
+        };
+        let r = &e["valueFrom"]["configMapKeyRef"];
+        let v = match (e["value"].as_str(), r["key"].as_str()) {
+            (Some(v), _) => v,
+            (None, Some(key)) => {
+                if r["name"] != cm["metadata"]["name"] {
+                    return Err(format!("{n} names ConfigMap {:?}", r["name"]).into());
+                }
+                cm["data"][key]
+                    .as_str()
+                    .ok_or_else(|| format!("{n}: the ConfigMap has no key {key}"))?
+            }
+            _ => continue,
+        };
+        env.insert(n.to_owned(), v.to_owned());
     }
-    chart_support::print_settings(&env)
+    Ok(env)
+}
+
+/// The decision settings `kerf-agent explain` reads from the agent's ConfigMap.
+const DECISION_KEYS: [&str; 7] = [
+    "KERF_CLUSTER_NAME",
+    "KERF_HUB_URL",
+    "KERF_HUB_TOKEN_FILE",
+    "KERF_HUB_STALE_AFTER",
+    "KERF_TOLERANCE",
+    "KERF_UNSUPPORTED_NODE_SELECTORS",
+    "KERF_FREEZE_NOW",
+];
+
+// The agent and `kerf-agent explain` read one source: the decision settings are keys of
+// the ConfigMap the Deployment takes its variables from (issue 32).
+#[test]
+fn the_deployment_takes_the_decision_settings_from_the_configmap() {
+    let helm = chart_support::helm();
+    let docs = render(
+        &helm,
+        &[
+            "--set",
+            "hub.url=https://hub.example",
+            "--set",
+            "hub.tokenSecret.name=hub-token",
+            "--set",
+            "tolerance=7.5",
+            "--set-json",
+            r#"unsupportedNodeSelectors=["pool=old","arch=arm,os=x"]"#,
+        ],
+    )
+    .unwrap();
+    let cm = kind(&docs, "ConfigMap").unwrap();
+    assert_eq!(cm["metadata"]["name"], Value::from("kerf-agent-config"));
+    let container =
+        &kind(&docs, "Deployment").unwrap()["spec"]["template"]["spec"]["containers"][0];
+    for key in DECISION_KEYS {
+        let entry = container["env"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"].as_str() == Some(key))
+            .unwrap_or_else(|| panic!("{key} missing from the env"));
+        assert!(entry.get("value").is_none(), "{key}: {entry:?}");
+        assert_eq!(
+            entry["valueFrom"]["configMapKeyRef"]["key"],
+            Value::from(key)
+        );
+        assert!(
+            cm["data"][key].as_str().is_some(),
+            "{key} not in the ConfigMap"
+        );
+    }
+    let env = agent_env(&docs).unwrap();
+    assert_eq!(env["KERF_TOLERANCE"], "7.5");
+    assert_eq!(
+        env["KERF_UNSUPPORTED_NODE_SELECTORS"],
+        "pool=old;arch=arm,os=x"
+    );
+    let s = settings(&docs).unwrap();
+    assert_eq!(s["tolerance"], "7.5%", "{s}");
+    assert_eq!(s["hub"]["url"], "https://hub.example", "{s}");
+    assert_eq!(
+        s["unsupportedNodeSelectors"].as_array().map(Vec::len),
+        Some(2)
+    );
 }
 
 // rule: GR-25, AP-55, AP-57

@@ -76,11 +76,13 @@ fn render_value(raw: &str, values: &Value) -> Option<String> {
     Some(out)
 }
 
-/// The `KERF_*` env entries of the Deployment template: name and raw value text.
+/// The `KERF_*` env entries of the Deployment template: name and raw value text. An entry
+/// taken from the ConfigMap (`configMapKeyRef`, the decision settings) has the raw text of
+/// the ConfigMap template's key.
 fn template_env() -> Result<Vec<(String, String)>, std::io::Error> {
     let text = read("templates/deployment.yaml")?;
     let lines: Vec<&str> = text.lines().collect();
-    Ok(lines
+    let mut env: Vec<(String, String)> = lines
         .windows(2)
         .filter_map(|w| {
             let name = w[0].trim().strip_prefix("- name: ")?;
@@ -88,7 +90,17 @@ fn template_env() -> Result<Vec<(String, String)>, std::io::Error> {
             name.starts_with("KERF_")
                 .then(|| (name.to_owned(), value.to_owned()))
         })
-        .collect())
+        .collect();
+    let config = read("templates/configmap.yaml")?;
+    for line in config.lines() {
+        let Some((key, value)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        if key.starts_with("KERF_") && text.contains(&format!("key: {key}\n")) {
+            env.push((key.to_owned(), value.to_owned()));
+        }
+    }
+    Ok(env)
 }
 
 fn env_value(name: &str) -> Result<String, std::io::Error> {

@@ -236,7 +236,7 @@ fn each_invalid_value_is_named() {
         assert!(got.contains(want), "{flags:?}: got {got:?}, want {want:?}");
     }
     let mut a = args(&[]).unwrap();
-    a.decision.cluster_name = "Prod EU".into();
+    a.decision.cluster_name = Some("Prod EU".into());
     let e = Settings::from_args(&a, &|_| None).unwrap_err().to_string();
     assert!(e.contains(r#"invalid --cluster-name "Prod EU""#), "{e}");
 }

@@ -177,38 +177,45 @@ fn decimal_fraction(value: u128, width: usize) -> String {
     format!(".{}", digits.trim_end_matches('0'))
 }
 
-/// A time written as RFC 3339, exactly as `DateTime::to_rfc3339` writes it
-/// (`2026-06-04T00:00:00+00:00`), into the message being written rather than a `String`
-/// of its own.
+/// A time as Kerf writes it in every message, status, report and explanation: RFC 3339 in
+/// UTC with `Z` and whole seconds (`2026-06-04T00:00:00Z`), as
+/// `to_rfc3339_opts(SecondsFormat::Secs, true)` writes it, into the message being written
+/// rather than a `String` of its own. A fraction of a second is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rfc3339(pub DateTime<Utc>);
 
 impl fmt::Display for Rfc3339 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = self.0.naive_utc();
-        let year = t.year();
-        if (0..=9999).contains(&year) {
-            write!(f, "{year:04}")?;
-        } else {
-            write!(f, "{year:+05}")?;
-        }
-        let (mut second, mut nano) = (t.second(), t.nanosecond());
-        if nano >= 1_000_000_000 {
-            second += 1; // a leap second
-            nano -= 1_000_000_000;
-        }
-        let (month, day, hour, minute) = (t.month(), t.day(), t.hour(), t.minute());
-        write!(f, "-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}")?;
-        if nano == 0 {
-        } else if nano % 1_000_000 == 0 {
-            write!(f, ".{:03}", nano / 1_000_000)?;
-        } else if nano % 1_000 == 0 {
-            write!(f, ".{:06}", nano / 1_000)?;
-        } else {
-            write!(f, ".{nano:09}")?;
-        }
-        f.write_str("+00:00")
+        write_date_time(f, self.0)?;
+        f.write_str("Z")
     }
+}
+
+/// A time as the agent's log lines carry it: [`Rfc3339`] with milliseconds
+/// (`2026-06-04T00:00:00.123Z`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rfc3339Millis(pub DateTime<Utc>);
+
+impl fmt::Display for Rfc3339Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_date_time(f, self.0)?;
+        let millis = self.0.nanosecond() % 1_000_000_000 / 1_000_000;
+        write!(f, ".{millis:03}Z")
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of `t` in UTC; a leap second reads as second 60.
+fn write_date_time(f: &mut fmt::Formatter<'_>, t: DateTime<Utc>) -> fmt::Result {
+    let t = t.naive_utc();
+    let year = t.year();
+    if (0..=9999).contains(&year) {
+        write!(f, "{year:04}")?;
+    } else {
+        write!(f, "{year:+05}")?;
+    }
+    let second = t.second() + u32::from(t.nanosecond() >= 1_000_000_000);
+    let (month, day, hour, minute) = (t.month(), t.day(), t.hour(), t.minute());
+    write!(f, "-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}")
 }
 
 #[cfg(test)]
@@ -306,10 +313,10 @@ mod tests {
         }
     }
 
-    // design D5: times in messages read as RFC 3339, as `to_rfc3339` writes them
+    // design D5: times in messages read as RFC 3339 UTC with `Z` and whole seconds
     #[test]
-    fn rfc3339_writes_what_to_rfc3339_writes() {
-        use chrono::TimeZone;
+    fn rfc3339_writes_utc_with_z_and_whole_seconds() {
+        use chrono::{SecondsFormat, TimeZone};
         let base = Utc
             .with_ymd_and_hms(2026, 6, 4, 0, 0, 0)
             .single()
@@ -321,8 +328,20 @@ mod tests {
         for nanos in [0, 1_000_000, 123_456_000, 999_999_999, 7, 1_000] {
             for t in [base, base - Duration::days(40_000), far] {
                 let t = t + Duration::nanoseconds(nanos);
-                assert_eq!(Rfc3339(t).to_string(), t.to_rfc3339());
+                let secs = Rfc3339(t).to_string();
+                let millis = Rfc3339Millis(t).to_string();
+                assert_eq!(secs, t.to_rfc3339_opts(SecondsFormat::Secs, true));
+                assert_eq!(millis, t.to_rfc3339_opts(SecondsFormat::Millis, true));
+                assert!(secs.ends_with('Z') && !secs.contains('.'), "{secs}");
             }
         }
+        assert_eq!(
+            Rfc3339(base + Duration::milliseconds(123)).to_string(),
+            "2026-06-04T00:00:00Z"
+        );
+        assert_eq!(
+            Rfc3339Millis(base + Duration::milliseconds(123)).to_string(),
+            "2026-06-04T00:00:00.123Z"
+        );
     }
 }

@@ -7,10 +7,11 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use kerf_api::Resource;
 use kerf_api::policy::Mode;
 
+use crate::duration::Rfc3339;
 use crate::effective::EffectivePolicy;
 use crate::facts::Facts;
 use crate::pipeline::{self, Check, Ctx, Decision, Outcome, Step};
@@ -67,7 +68,7 @@ impl fmt::Display for NextChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NextChange::Now => f.write_str("The change could go in now."),
-            NextChange::At(at) => write!(f, "The change could go in at {}.", rfc3339(*at)),
+            NextChange::At(at) => write!(f, "The change could go in at {}.", Rfc3339(*at)),
             NextChange::Held => f.write_str(
                 "The change waits for something that does not end by itself (see the blocking steps).",
             ),
@@ -111,11 +112,11 @@ impl fmt::Display for WindowState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WindowState::NoneConfigured => f.write_str("none configured"),
-            WindowState::OpenUntil(Some(end)) => write!(f, "open now, until {}", rfc3339(*end)),
+            WindowState::OpenUntil(Some(end)) => write!(f, "open now, until {}", Rfc3339(*end)),
             WindowState::OpenUntil(None) => {
                 f.write_str("open now (an invalid window counts as open)")
             }
-            WindowState::NextOpens(at) => write!(f, "closed, next opens {}", rfc3339(*at)),
+            WindowState::NextOpens(at) => write!(f, "closed, next opens {}", Rfc3339(*at)),
             WindowState::Closed => f.write_str("closed, none opens again"),
         }
     }
@@ -298,8 +299,4 @@ fn target_values(ctx: &Ctx<'_>) -> Vec<TargetValue> {
             }
         })
         .collect()
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }

@@ -157,3 +157,41 @@ fn explain_lists_current_and_target_values_in_every_mode() {
         );
     }
 }
+
+// One time format across messages, status, explain and report (issue 32): RFC 3339 UTC
+// with `Z` and whole seconds.
+#[test]
+fn blocked_messages_and_window_states_write_times_in_utc_with_z_and_whole_seconds() {
+    let mut f = facts();
+    let ago = Duration::hours(20) - Duration::milliseconds(400);
+    f.state.change = Some(applied_change(ago, ChangeState::Applied));
+    let e = explain(&f, &policy(), now());
+    assert_eq!(
+        e.decision.message,
+        "cooldown: held until 2026-06-03T16:00:00Z"
+    );
+
+    let mut p = policy();
+    set_strategy(&mut p, Strategy::Deferred);
+    let nightly = kerf_api::policy::Window {
+        schedule: Some("0 3 * * *".into()),
+        duration: Some(kerf_api::GoDuration::from("1h")),
+        ..Default::default()
+    };
+    p.maintenance_windows = Sourced::new(WindowList::new(vec![nightly]), Layer::Policy);
+    let e = explain(&facts(), &p, now());
+    assert!(
+        e.decision
+            .message
+            .ends_with("next window opens 2026-06-04T03:00:00Z"),
+        "{}",
+        e.decision.message
+    );
+    assert_eq!(
+        e.maintenance.to_string(),
+        "closed, next opens 2026-06-04T03:00:00Z"
+    );
+    for text in [e.decision.message.clone(), e.maintenance.to_string()] {
+        assert!(!text.contains("+00:00") && !text.contains(" UTC"), "{text}");
+    }
+}

@@ -2,7 +2,12 @@
 
 mod e2e_support;
 
-use e2e_support::{AgentOptions, Env, Web};
+use e2e_support::{AgentOptions, Env, WAIT, Web};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kerf_agent::explain_cmd::{Given, explain_from_agent};
+use kerf_agent::settings::{Settings, parse_tolerance};
+use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 // portable
@@ -77,6 +82,107 @@ async fn explain_in_audit_says_what_would_move_and_names_an_unknown_annotation_k
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
     assert!(!text.contains("no value moves"), "{text}");
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// The agent's settings ConfigMap as the chart renders it, for an agent of `settings`.
+fn agent_config_map(settings: &Settings, tolerance: &str) -> ConfigMap {
+    let data = [
+        ("KERF_CLUSTER_NAME", settings.cluster_name.clone()),
+        ("KERF_HUB_URL", settings.hub.url.clone().unwrap_or_default()),
+        ("KERF_HUB_STALE_AFTER", "30m".to_owned()),
+        ("KERF_TOLERANCE", tolerance.to_owned()),
+        ("KERF_FREEZE_NOW", "false".to_owned()),
+        ("cluster-defaults.yaml", String::new()),
+        ("freeze-windows.yaml", "[]\n".to_owned()),
+    ];
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("kerf-agent-config".to_owned()),
+            ..Default::default()
+        },
+        data: Some(data.map(|(k, v)| (k.to_owned(), v)).into_iter().collect()),
+        ..Default::default()
+    }
+}
+
+fn given(pairs: &[(&str, &str)]) -> Given {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), vec![(*v).to_owned()]))
+        .collect()
+}
+
+// portable
+// `explain` with the agent's ConfigMap and no --cluster-name decides as the agent does
+// (issue 32); a flag overrides the ConfigMap and the first line says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_reads_the_agents_configmap_and_agrees_with_the_agent() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-explain-agent").await?;
+    env.web(2).await?;
+    env.policy_of("explained", "auto-patch", "in-place").await?;
+    // cpu 200m -> 150m moves 25 %, memory 256Mi -> 240Mi 6.25 %: under a 30 % tolerance
+    // nothing moves; under the default 5 % memory would, and confidence 0.3 blocks it.
+    env.recommend_web("150m", "240Mi", "0.3")?;
+    let mut settings = env.settings(&AgentOptions::default())?;
+    settings.tolerance = parse_tolerance("30")?;
+    env.start_agent_with(settings.clone()).await;
+    let rsr = env
+        .wait_rsr("web", "a decision", WAIT, |r| {
+            r["status"]["summary"]["reason"].is_string()
+        })
+        .await?;
+    let agent_reason = rsr["status"]["summary"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(agent_reason, "NoSignificantChange", "{rsr}");
+
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    cms.create(&Default::default(), &agent_config_map(&settings, "30"))
+        .await?;
+    let from = format!("{}/kerf-agent-config", env.ns);
+    let target = format!("{}/deployment/web", env.ns);
+    let explain = |from: String, given: Given| {
+        let (client, target) = (env.client.clone(), target.clone());
+        async move { explain_from_agent(client, &target, Some(&from), &given, &|_| None).await }
+    };
+
+    let text = explain(from.clone(), Given::new()).await?;
+    let first = text.lines().next().unwrap_or_default();
+    assert_eq!(first, format!("Settings: ConfigMap {from}"));
+    assert!(
+        text.contains(&format!("Decision: {agent_reason} ")),
+        "{text}"
+    );
+    let at = text.lines().nth(1).unwrap_or_default();
+    assert!(at.starts_with("Workload ") && at.ends_with('Z'), "{at}");
+    assert!(!text.contains(" UTC") && !text.contains("+00:00"), "{text}");
+
+    let text = explain(from.clone(), given(&[("tolerance", "5")])).await?;
+    let first = text.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!("Settings: ConfigMap {from}, overridden by --tolerance")
+    );
+    assert!(text.contains("Decision: LowConfidence "), "{text}");
+
+    let missing = format!("{}/nope", env.ns);
+    let err = explain(missing.clone(), Given::new()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("ConfigMap {missing} not found")),
+        "{err}"
+    );
+    let url = settings.hub.url.clone().unwrap_or_default();
+    let flags = given(&[("cluster_name", &settings.cluster_name), ("hub_url", &url)]);
+    let text = explain(missing.clone(), flags).await?;
+    let first = text.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!("Settings: flags and KERF_* variables only (ConfigMap {missing} not found)")
+    );
+    assert!(text.contains("Decision: LowConfidence "), "{text}");
     env.stop_agent().await;
     Ok(())
 }

@@ -27,6 +27,7 @@ use kerf_api::rsr::{
 };
 use kerf_api::wellknown as wk;
 use kerf_api::{Condition, ConditionStatus, Resource, Strategy};
+use kerf_decide::duration::Rfc3339;
 use kerf_decide::health::{Breach, restore_hpa, restore_values, rollback_record};
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
@@ -207,7 +208,7 @@ impl Watcher {
             return Ok(RollbackOutcome::Retry {
                 at,
                 events: Vec::new(),
-                error: format!("the next restore attempt is due at {at}"),
+                error: format!("the next restore attempt is due at {}", Rfc3339(at)),
             });
         }
         let mut events: Vec<Event> = change

@@ -190,7 +190,7 @@ fn settle(p: &Pass<'_>, s: &RightsizingRecommendationStatus, out: RollbackOutcom
             wake_at: None,
         },
         RollbackOutcome::Retry { at, events, error } => {
-            tracing::warn!(workload = %p.key, %error, retry_at = %at, "rollback not finished; retrying");
+            tracing::warn!(workload = %p.key, %error, retry_at = %kerf_decide::duration::Rfc3339(at), "rollback not finished; retrying");
             StepResult {
                 events,
                 finished: false,

@@ -76,7 +76,7 @@ impl HubSync {
         let now = self.ctx.clock.now();
         match stored.usable_for(&self.ctx.settings.cluster_name, now) {
             Some((config, fetched_at)) => {
-                tracing::info!(%fetched_at, paused = config.flags.paused, "hub configuration restored from {}", persist::CONFIG_MAP_NAME);
+                tracing::info!(fetched_at = %kerf_decide::duration::Rfc3339(fetched_at), paused = config.flags.paused, "hub configuration restored from {}", persist::CONFIG_MAP_NAME);
                 self.client.restore_config(config, fetched_at);
             }
             None => tracing::warn!("kept hub configuration belongs to another cluster; not used"),

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use chrono::SecondsFormat;
 use kerf_api::Resource;
+use kerf_decide::duration::Rfc3339;
 
 use super::{HeldBack, Report, ResourceTotals, Totals};
 
@@ -26,9 +26,7 @@ const TIB: f64 = 1024.0 * GIB;
 
 /// The whole report as text.
 pub fn render(report: &Report) -> String {
-    let at = report
-        .generated_at
-        .to_rfc3339_opts(SecondsFormat::Secs, true);
+    let at = Rfc3339(report.generated_at);
     let mut out = format!("Kerf savings report at {at}\n");
     out.push_str(
         "CPU in cores (m: millicores), memory in Mi/Gi, for all replicas. SAVINGS = REQUESTED - RECOMMENDED;\n\

@@ -552,3 +552,19 @@ fn a_released_in_place_change_still_counts_while_the_pods_run_it_and_a_revert_do
     assert_eq!(r.cluster.cpu.applied, Split::default());
     assert_eq!(r.cluster.cpu.savings, split(600, 0));
 }
+
+// One time format across logs, status, explain and report (issue 32).
+#[test]
+fn the_table_and_the_json_write_the_time_in_utc_with_z_and_whole_seconds() {
+    let at = now() + chrono::Duration::milliseconds(123_456);
+    let report = build(&shop(), Vec::new(), at);
+    let table = render(&report);
+    let json = serde_json::to_string_pretty(&report).unwrap();
+    let first = table.lines().next().unwrap_or_default();
+    assert_eq!(first, "Kerf savings report at 2026-12-01T12:02:03Z");
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["generatedAt"], "2026-12-01T12:02:03Z");
+    for text in [&table, &json] {
+        assert!(!text.contains("+00:00") && !text.contains(" UTC"), "{text}");
+    }
+}

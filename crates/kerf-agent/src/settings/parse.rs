@@ -232,7 +232,12 @@ pub fn parse_freeze_windows(v: Option<&str>) -> Result<Vec<Window>, SettingsErro
     } else {
         read_file("freeze-windows", Path::new(v))?
     };
-    let de = serde_yaml::Deserializer::from_str(&text);
+    freeze_windows_from_text(v, &text)
+}
+
+/// Reads freeze.windows from the YAML (or JSON) `text` of a list; errors show `v`.
+pub fn freeze_windows_from_text(v: &str, text: &str) -> Result<Vec<Window>, SettingsError> {
+    let de = serde_yaml::Deserializer::from_str(text);
     let windows: Vec<Window> = serde_path_to_error::deserialize(de).map_err(|e| {
         SettingsError::invalid(
             "freeze-windows",
@@ -269,13 +274,21 @@ pub fn read_cluster_defaults(
         return Ok(None);
     };
     let text = read_file(FLAG, path)?;
-    let shown = path.display().to_string();
+    cluster_defaults_from_text(&path.display().to_string(), &text)
+}
+
+/// Reads the clusterDefaults YAML `text`; errors show `shown` as the flag's value.
+pub fn cluster_defaults_from_text(
+    shown: &str,
+    text: &str,
+) -> Result<Option<RightsizingPolicySpec>, SettingsError> {
+    const FLAG: &str = "cluster-defaults-file";
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let de = serde_yaml::Deserializer::from_str(&text);
+    let de = serde_yaml::Deserializer::from_str(text);
     let spec: RightsizingPolicySpec = serde_path_to_error::deserialize(de).map_err(|e| {
-        SettingsError::invalid(FLAG, &shown, format!("at {}: {}", e.path(), e.inner()))
+        SettingsError::invalid(FLAG, shown, format!("at {}: {}", e.path(), e.inner()))
     })?;
     if spec.selector.is_some() || spec.priority.is_some() {
         return Err(SettingsError::invalid(
@@ -284,8 +297,8 @@ pub fn read_cluster_defaults(
             "selector and priority belong to a RightsizingPolicy, not to clusterDefaults",
         ));
     }
-    let unknown = unknown_keys_in(&text, &spec)
-        .map_err(|reason| SettingsError::invalid(FLAG, &shown, reason))?;
+    let unknown = unknown_keys_in(text, &spec)
+        .map_err(|reason| SettingsError::invalid(FLAG, shown, reason))?;
     if !unknown.is_empty() {
         return Err(SettingsError::invalid(
             FLAG,
