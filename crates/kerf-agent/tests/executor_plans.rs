@@ -293,9 +293,6 @@ mod executor_plans {
             pods,
             max_deletes_per_run: 1,
             settle: Duration::seconds(30),
-            health_breach: false,
-            frozen: false,
-            paused: false,
             now: t0(),
         }
     }
@@ -367,30 +364,6 @@ mod executor_plans {
                 ..
             }
         ));
-    }
-
-    // rule: AP-58
-    #[test]
-    fn no_pod_is_replaced_while_the_health_watch_reports_a_breach_or_a_freeze_or_pause_holds() {
-        let pods = [sts_pod(0, "old", 60)];
-        // (why it waits, health breach, freeze, pause)
-        let held = [
-            (WaitReason::HealthBreach, true, false, false),
-            (WaitReason::FreezeWindow, false, true, false),
-            (WaitReason::Paused, false, false, true),
-        ];
-        for (reason, health_breach, frozen, paused) in held {
-            let i = OnDeleteInput {
-                health_breach,
-                frozen,
-                paused,
-                ..input(&pods)
-            };
-            assert!(
-                matches!(&plan(&i), OnDeletePlan::Wait { reason: r, .. } if *r == reason),
-                "{reason:?}"
-            );
-        }
     }
 
     // rule: AP-59, EV-43

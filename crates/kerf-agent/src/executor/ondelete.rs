@@ -2,8 +2,9 @@
 //! itself (rules AP-52..AP-61).
 //!
 //! [`plan`] is pure: outdated pods highest ordinal first, at most `maxPodDeletesPerRun` per
-//! run, only when every pod is Ready and has been for `settle`, with no health breach and no
-//! freeze or pause. [`evict_pod`] replaces a pod through the eviction API (policy/v1), never
+//! run, only when every pod is Ready and has been for `settle`. The freeze, the pause and a
+//! health breach (AP-58) hold an eviction in one place, `kerf_decide::pass::eviction_allowed`,
+//! which `next_step` consults before this plan is acted on. [`evict_pod`] replaces a pod through the eviction API (policy/v1), never
 //! a delete, so PodDisruptionBudgets apply; a 429 is a refusal to record as
 //! `blocked PodDisruptionBudget` with `details.pod`, and the pod is tried again next run.
 
@@ -49,12 +50,6 @@ pub struct OnDeleteInput<'a> {
     pub max_deletes_per_run: u32,
     /// `onDelete.settle` (30s by default).
     pub settle: Duration,
-    /// The health watch reports a breach (rule AP-58).
-    pub health_breach: bool,
-    /// A freeze window is open.
-    pub frozen: bool,
-    /// Automation is paused.
-    pub paused: bool,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -62,12 +57,6 @@ pub struct OnDeleteInput<'a> {
 /// Why no pod is replaced in this run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WaitReason {
-    /// A freeze window is open.
-    FreezeWindow,
-    /// Automation is paused.
-    Paused,
-    /// The health watch reports a breach.
-    HealthBreach,
     /// A pod is terminating (a replacement is under way).
     Terminating {
         /// The pod.
@@ -113,7 +102,7 @@ pub enum OnDeletePlan {
     },
 }
 
-/// The pods to replace in this run (rules AP-53, AP-54, AP-56, AP-58).
+/// The pods to replace in this run (rules AP-53, AP-54, AP-56).
 pub fn plan(input: &OnDeleteInput<'_>) -> OnDeletePlan {
     let mut outdated: Vec<&StsPod> = input
         .pods
@@ -141,15 +130,6 @@ pub fn plan(input: &OnDeleteInput<'_>) -> OnDeletePlan {
 }
 
 fn blocked(input: &OnDeleteInput<'_>) -> Option<WaitReason> {
-    if input.frozen {
-        return Some(WaitReason::FreezeWindow);
-    }
-    if input.paused {
-        return Some(WaitReason::Paused);
-    }
-    if input.health_breach {
-        return Some(WaitReason::HealthBreach);
-    }
     if let Some(p) = input.pods.iter().find(|p| p.terminating) {
         return Some(WaitReason::Terminating {
             pod: p.name.clone(),

@@ -61,9 +61,6 @@ pub fn outdated(c: &Pass<'_>) -> Outdated {
         pods: &pods,
         max_deletes_per_run: settings.max_pod_deletes_per_run.max(1),
         settle: chrono::Duration::from_std(settings.settle).unwrap_or_default(),
-        health_breach: false,
-        frozen: false,
-        paused: false,
         now: c.now,
     };
     match ondelete::plan(&input) {
