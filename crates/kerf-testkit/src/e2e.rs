@@ -225,6 +225,20 @@ impl Env {
         Ok(())
     }
 
+    /// The kubeconfig that reaches the scenario's cluster, for tools such as kubectl:
+    /// kerf-sim's, or on a real cluster `KUBECONFIG` (else `~/.kube/config`).
+    pub fn kubeconfig_path(&self) -> std::path::PathBuf {
+        match &self.sim {
+            Some(sim) => sim.kubeconfig_path().to_path_buf(),
+            None => std::env::var_os("KUBECONFIG")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    let home = std::env::var_os("HOME").unwrap_or_default();
+                    std::path::PathBuf::from(home).join(".kube/config")
+                }),
+        }
+    }
+
     /// Whether the scenario runs on kerf-sim. A `sim` scenario returns early otherwise,
     /// and is reported as skipped (see [`report_sim_only`]).
     pub fn sim_only(&self, scenario: &str) -> bool {
