@@ -244,7 +244,8 @@ fn step_if_due(
             (state == Some(ChangeState::RollingBack)).then_some(Step::ResumeRollback)
         }
         // Pods of a rollout in progress are about to be replaced: the revert waits for it.
-        StepKind::Revert => (policy.revert && !rolling(&f.workload))
+        // So do pods still taking the values of the last in-place revert.
+        StepKind::Revert => (policy.revert && !rolling(&f.workload) && !revert::settling(f))
             .then(|| revert_plan(f.facts, f.status))
             .flatten()
             .map(|plan| {

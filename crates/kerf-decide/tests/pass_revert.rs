@@ -212,3 +212,47 @@ fn a_revert_waits_for_a_rollout_in_progress() {
     let step = next_step(&pf, &reverting(), now());
     assert_eq!(step.kind(), StepKind::Report, "{step:?}");
 }
+
+/// The next step with the workload state `w`.
+fn step_in(
+    s: &RightsizingRecommendationStatus,
+    f: &Facts,
+    w: WorkloadState,
+) -> kerf_decide::pass::Step {
+    let pf = PassFacts {
+        status: s,
+        facts: f,
+        withdrawn: false,
+        workload: w,
+        breach: None,
+        outdated: Outdated::None,
+    };
+    next_step(&pf, &reverting(), now())
+}
+
+#[test]
+fn pods_still_taking_an_in_place_revert_do_not_start_a_second_one() {
+    // The revert 300m -> 500m went in and was released; the pods' spec holds 500m but
+    // their status still reports 300m (the kubelet has not actuated the resize yet).
+    let (f, mut s) = pods_at_300m();
+    if let Some(c) = s.change.as_mut() {
+        c.revert = true;
+        c.containers[0].from.requests.cpu = q("300m");
+        c.containers[0].to.requests.cpu = q("500m");
+    }
+    let mut w = workload_state();
+    w.pods_settled = false;
+    let waiting = step_in(&s, &f, w.clone());
+    assert_eq!(waiting.kind(), StepKind::Report, "{waiting:?}");
+    // Once the pods settled, pods still running other values are reverted again.
+    w.pods_settled = true;
+    assert_eq!(step_in(&s, &f, w).kind(), StepKind::Revert);
+}
+
+#[test]
+fn unsettled_pods_of_a_change_that_is_not_a_revert_do_not_hold_the_revert_back() {
+    let (f, s) = pods_at_300m();
+    let mut w = workload_state();
+    w.pods_settled = false;
+    assert_eq!(step_in(&s, &f, w).kind(), StepKind::Revert);
+}

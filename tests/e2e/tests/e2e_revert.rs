@@ -11,6 +11,7 @@ use std::time::Duration;
 use e2e_support::{AgentOptions, Env, Web, assert_pod_requests, pod_resources};
 use k8s_openapi::api::apps::v1::Deployment;
 use kerf_api::event::EventType;
+use kerf_sim::sim::SimConfig;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -44,11 +45,6 @@ async fn released_with_reduced_pods(env: &Env) -> anyhow::Result<Vec<String>> {
 
 // portable
 // rule: design D25
-// Ignored until fixed: after an in-place revert has put the template's values back, a
-// second revert change may start and report a second Reverted event (the rsr then names
-// the second change's event), and a restart after the intent may start the revert again
-// under a new id. Run it with `cargo test -p kerf-e2e --test e2e_revert -- --ignored`.
-#[ignore = "known bug: an in-place revert may run twice"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyhow::Result<()> {
     let mut env = Env::start_web("e2e-revert", Web::policy("p", "auto-patch", "in-place")).await?;
@@ -149,6 +145,62 @@ async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyho
     assert_eq!(k8s.len(), 1, "{k8s:#?}");
     env.stop_agent().await;
     Ok(())
+}
+
+// sim
+// rule: design D25
+// The kubelet of this kerf-sim takes a second to actuate a resize (half its 2 s ready
+// delay): passes run while the pods' spec holds the template's values and their status
+// still reports the reduced ones. The revert runs once all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_place_revert_runs_once_while_the_kubelet_actuates_it() -> anyhow::Result<()> {
+    let config = SimConfig {
+        kubelet_ready_delay: Duration::from_secs(2),
+        ..kerf_testkit::sim_config()
+    };
+    let web = Web::policy("p", "auto-patch", "in-place");
+    let mut env = Env::start_web_sim("e2e-revert-slow", web, config).await?;
+    released_with_reduced_pods(&env).await?;
+    annotate_revert(&env, "true").await?;
+    let rsr = env
+        .wait_rsr("web", "the revert released", e2e_support::WAIT, |r| {
+            r["status"]["change"]["state"] == "Released" && r["status"]["change"]["revert"] == true
+        })
+        .await?;
+    let id = rsr["status"]["change"]["id"].clone();
+    kerf_testkit::eventually("the pods report 200m", e2e_support::WAIT, || async {
+        let reported = status_cpu_of_pods(&env).await.ok()?;
+        (reported == ["200m", "200m"]).then_some(())
+    })
+    .await?;
+    // Checks that nothing more happens: a few passes after the pods settled.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rsr = env.rsr("web").await?.unwrap_or(Value::Null);
+    assert_eq!(rsr["status"]["change"]["id"], id, "a second revert");
+    let reverted = env.hub_events("web", EventType::Released);
+    assert_eq!(
+        reverted.iter().filter(|e| e.reason == "Reverted").count(),
+        1,
+        "{reverted:#?}"
+    );
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// The CPU request container `app` of every pod of `web` reports in its status, sorted.
+async fn status_cpu_of_pods(env: &Env) -> anyhow::Result<Vec<String>> {
+    let mut cpu: Vec<String> = env
+        .pods("web")
+        .await?
+        .iter()
+        .filter_map(|p| {
+            let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
+            let requests = statuses.first()?.resources.as_ref()?.requests.as_ref()?;
+            Some(requests.get("cpu")?.0.clone())
+        })
+        .collect();
+    cpu.sort();
+    Ok(cpu)
 }
 
 // portable

@@ -17,6 +17,7 @@
 use kerf_api::rsr::{ChangeRecord, ChangeState, ContainerChange, RightsizingRecommendationStatus};
 use kerf_api::{Resource, ResourceRequirements, Strategy, wellknown as wk};
 
+use super::PassFacts;
 use crate::facts::{ContainerFacts, Facts, Values};
 use crate::pipeline::{ApplyPlan, Check, Decision, Outcome, PodRequest, Skip};
 use crate::quantity;
@@ -49,6 +50,19 @@ pub fn revert_plan(facts: &Facts, s: &RightsizingRecommendationStatus) -> Option
         recommendation_id: facts.recommendation.recommendation_id.clone(),
         kept_limits: Vec::new(),
     })
+}
+
+/// Whether the pods are still taking the values of the last change, an in-place revert:
+/// their spec holds its values and their status does not yet (a resize pending or in
+/// progress). No revert starts meanwhile: the running values the status still reports are
+/// the ones being replaced, and a second revert would move them again.
+pub fn settling(f: &PassFacts<'_>) -> bool {
+    let reverted_in_place = f
+        .status
+        .change
+        .as_ref()
+        .is_some_and(|c| c.revert && c.strategy == Strategy::InPlace);
+    reverted_in_place && !f.workload.pods_settled
 }
 
 /// Whether `change` wrote the pod template (a rollout or a deferred change that is live or

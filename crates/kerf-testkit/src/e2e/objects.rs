@@ -61,14 +61,30 @@ impl Env {
     /// Starts scenario `scenario` (see [`Env::start`]) with the workload, policy and
     /// recommendation of `web`, and an agent of default options.
     pub async fn start_web(scenario: &str, web: Web) -> anyhow::Result<Env> {
-        let mut env = Env::start(scenario).await?;
+        let env = Env::start(scenario).await?;
+        env.with_web(web).await
+    }
+
+    /// Like [`Env::start_web`], on a kerf-sim built from `config` (see [`Env::start_sim`]).
+    pub async fn start_web_sim(
+        scenario: &str,
+        web: Web,
+        config: kerf_sim::sim::SimConfig,
+    ) -> anyhow::Result<Env> {
+        let env = Env::start_sim(scenario, config).await?;
+        env.with_web(web).await
+    }
+
+    /// The workload, policy and recommendation of `web`, and an agent of default options.
+    async fn with_web(mut self, web: Web) -> anyhow::Result<Env> {
+        let env = &mut self;
         env.web(web.replicas).await?;
         let (name, mode, strategy) = web.policy;
         env.policy_of(name, mode, strategy).await?;
         let (cpu, memory, confidence) = web.recommendation;
         env.recommend_web(cpu, memory, confidence)?;
         env.start_agent(&AgentOptions::default()).await?;
-        Ok(env)
+        Ok(self)
     }
 
     /// Creates (or replaces the spec of) RightsizingPolicy `name`.
