@@ -306,3 +306,41 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     agent.stop().await;
     Ok(())
 }
+
+// sim
+// rule: RB-11
+// The hub is polled once an hour and the watch runs 30 s, so no poll, resync (60 s) or
+// watch end comes within the 5 s the rollback is given: only the pod update that shows the
+// OOM kill can start it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_kill_is_acted_on_at_the_pod_update_that_shows_it() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-health-at-update").await?;
+    if !env.sim_only("e2e-health-at-update") {
+        return Ok(());
+    }
+    let before = env.web(2).await?;
+    let rollback = json!({"watchDuration": "30s"});
+    env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
+        .await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
+    let opts = AgentOptions {
+        poll_interval: "1h",
+        ..AgentOptions::default()
+    };
+    env.start_agent(&opts).await?;
+    wait_watching(&env, "web", false).await?;
+
+    let victim = before[0].metadata.name.clone().unwrap_or_default();
+    fault(&env, "oom", &victim)?;
+    let rsr = env
+        .wait_rsr(
+            "web",
+            "RolledBack within 5 s",
+            Duration::from_secs(5),
+            |r| r["status"]["change"]["state"] == "RolledBack",
+        )
+        .await?;
+    assert_eq!(rsr["status"]["lastRollback"]["reason"], "OOMKills");
+    env.stop_agent().await;
+    Ok(())
+}
