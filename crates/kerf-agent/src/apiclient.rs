@@ -6,9 +6,15 @@
 //! eviction), to a Deployment, StatefulSet or DaemonSet (the template), or to an HPA. Writes
 //! of the agent's own records (rsrs and their status, policy status, Events, the Lease, the
 //! hub state ConfigMap) are not held back, and neither is a dry run.
+//!
+//! While the server counts as down ([`ApiHealth::is_up`]), an actuating write is not sent:
+//! it fails at once as a refused connection would, and is counted as `held`
+//! ([`metrics::ApiMetrics`]). Passes do not start then either; the guard here also covers a
+//! pass that was already running when the server went away.
 
 pub mod health;
 pub mod limiter;
+pub mod metrics;
 
 use std::sync::Arc;
 
@@ -17,6 +23,15 @@ use kube::client::Body;
 
 pub use health::{ApiHealth, Outcome};
 pub use limiter::{WriteLimiter, WriteRate};
+pub use metrics::{ApiMetrics, WriteOutcome};
+
+/// The fail point (a switch) that turns the guard off, for tests that show it matters.
+pub const WRITE_GUARD_OFF: &str = "write-guard-off";
+
+/// The error of an actuating write the guard held back.
+#[derive(Debug, thiserror::Error)]
+#[error("actuating write not sent: the API server is unavailable")]
+pub struct WriteHeld;
 
 /// Kinds whose writes change what runs.
 const ACTUATED: [&str; 5] = [
@@ -57,14 +72,17 @@ pub struct Guard {
     pub health: ApiHealth,
     /// The limit on actuating writes.
     pub limiter: Arc<WriteLimiter>,
+    /// Actuating writes sent and held.
+    pub metrics: ApiMetrics,
 }
 
 impl Guard {
-    /// A guard with a full bucket of `rate`.
-    pub fn new(rate: WriteRate) -> Guard {
+    /// A guard with a full bucket of `rate`, counting into `metrics`.
+    pub fn new(rate: WriteRate, metrics: ApiMetrics) -> Guard {
         Guard {
             health: ApiHealth::default(),
             limiter: Arc::new(WriteLimiter::new(rate)),
+            metrics,
         }
     }
 
@@ -87,6 +105,18 @@ impl Guard {
     ) -> Result<http::Response<Body>, kube::Error> {
         if is_actuating(req.method(), req.uri().path(), req.uri().query()) {
             self.limiter.acquire().await;
+            // Checked after the wait: the server may have gone away meanwhile.
+            if !self.health.is_up() && !crate::failpoints::is_set(WRITE_GUARD_OFF) {
+                self.metrics
+                    .actuating
+                    .get_or_create(&WriteOutcome::held())
+                    .inc();
+                return Err(kube::Error::Service(Box::new(WriteHeld)));
+            }
+            self.metrics
+                .actuating
+                .get_or_create(&WriteOutcome::sent())
+                .inc();
         }
         let pending = self.health.start();
         let res = inner.send(req).await;
@@ -127,6 +157,50 @@ pub async fn probe_while_down(
 
 #[cfg(test)]
 mod tests {
+    use kube::api::{Api, Patch, PatchParams};
+
+    /// A guarded client of a port nothing listens on, and its counters.
+    fn refused() -> (kube::Client, Guard) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = "http://127.0.0.1:9".parse().expect("url");
+        let inner = kube::Client::try_from(kube::Config::new(url)).expect("client");
+        let rate = WriteRate {
+            per_second: 100,
+            burst: 100,
+        };
+        let guard = Guard::new(rate, ApiMetrics::default());
+        (guard.wrap(inner), guard)
+    }
+
+    fn count(guard: &Guard, outcome: WriteOutcome) -> u64 {
+        guard.metrics.actuating.get_or_create(&outcome).get()
+    }
+
+    // rule: design D25
+    #[tokio::test]
+    async fn an_actuating_write_is_not_sent_once_the_server_is_known_down() {
+        let (client, guard) = refused();
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "a");
+        let (pp, body) = (
+            PatchParams::default(),
+            Patch::Merge(serde_json::json!({"spec": {}})),
+        );
+        let patch = || pods.patch("p", &pp, &body);
+        // The first write goes out (nothing is known yet) and finds the server down.
+        assert!(patch().await.is_err());
+        assert_eq!(count(&guard, WriteOutcome::sent()), 1);
+        assert!(!guard.health.is_up());
+        // The next ones are held: not sent, failed at once.
+        for _ in 0..3 {
+            let err = patch().await.expect_err("held");
+            assert!(err.to_string().contains("not sent"), "{err}");
+        }
+        assert_eq!(count(&guard, WriteOutcome::sent()), 1);
+        assert_eq!(count(&guard, WriteOutcome::held()), 3);
+        // Reads still go out: they are how the server's return shows.
+        assert!(pods.get("p").await.is_err());
+        assert_eq!(count(&guard, WriteOutcome::held()), 3);
+    }
     use super::*;
 
     #[test]

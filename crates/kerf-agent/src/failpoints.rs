@@ -7,7 +7,9 @@
 //!
 //! Points: `after-intent` (intent recorded, nothing actuated), `after-resize` (resizes
 //! sent, not yet Applied), `after-apply` (template patched, not yet Applied),
-//! `before-applied-event` (status Applied written, event not yet queued).
+//! `before-applied-event` (status Applied written, event not yet queued). Switch:
+//! `write-guard-off` (any action) turns off the guard that holds actuating writes while
+//! the API server is down ([`crate::apiclient`]), so a test can show it fails without it.
 
 /// The exit code of an `exit` fail point.
 pub const EXIT_CODE: i32 = 86;
@@ -37,6 +39,12 @@ mod imp {
             let (name, action) = part.split_once('=').unwrap_or((part, "exit"));
             points.insert(name.trim().to_owned(), action.trim().to_owned());
         }
+    }
+
+    /// Whether fail point `name` is configured with an action other than `off`.
+    pub fn is_set(name: &str) -> bool {
+        let points = POINTS.lock().unwrap_or_else(PoisonError::into_inner);
+        points.get(name).is_some_and(|a| a != "off")
     }
 
     /// Runs fail point `name`.
@@ -86,4 +94,17 @@ pub fn hit(name: &str) -> Result<(), Triggered> {
 #[inline(always)]
 pub fn hit(_name: &str) -> Result<(), Triggered> {
     Ok(())
+}
+
+/// Whether switch `name` is on (configured with an action other than `off`); always false
+/// without the `failpoints` feature.
+#[inline(always)]
+pub fn is_set(name: &str) -> bool {
+    #[cfg(feature = "failpoints")]
+    return imp::is_set(name);
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let _ = name;
+        false
+    }
 }

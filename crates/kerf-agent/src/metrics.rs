@@ -130,6 +130,8 @@ pub struct Metrics {
     pub cache: CacheMetrics,
     /// Leader election.
     pub leader: LeaderMetrics,
+    /// The Kubernetes client's.
+    pub api: crate::apiclient::ApiMetrics,
     /// `kerf_agent_invalid_setting{setting}`: 1 for a cluster setting that cannot be used
     /// (the agent then makes no change).
     pub invalid_setting: Family<SettingLabel, Gauge>,
@@ -209,6 +211,7 @@ impl Metrics {
         let hub = HubMetrics::register(&mut root);
         let cache = CacheMetrics::register(&mut root);
         let leader = LeaderMetrics::register(&mut root);
+        let api = crate::apiclient::ApiMetrics::register(&mut root);
         let invalid_setting = Family::<SettingLabel, Gauge>::default();
         root.register(
             "invalid_setting",
@@ -225,6 +228,7 @@ impl Metrics {
             hub,
             cache,
             leader,
+            api,
             invalid_setting,
         }
     }

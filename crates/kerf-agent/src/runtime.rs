@@ -109,9 +109,9 @@ impl Agent {
         )?;
         let webhook_listener = bind_setting("webhook-addr", settings.webhook.addr, "webhook")?;
         let settings = Arc::new(settings);
-        let guard = Guard::new(settings.reconcile.write_rate());
-        let client = guard.wrap(client);
         let metrics = Arc::new(Metrics::new());
+        let guard = Guard::new(settings.reconcile.write_rate(), metrics.api.clone());
+        let client = guard.wrap(client);
         let holding = report_invalid_settings(&settings, &metrics);
         let (shutdown_tx, shutdown) = watch::channel(false);
         let mut tasks = JoinSet::new();

@@ -479,7 +479,8 @@ impl Reconciler {
                 watcher.clone(),
             );
             async move {
-                if !ctx.api_health.is_up() {
+                let guard_off = crate::failpoints::is_set(crate::apiclient::WRITE_GUARD_OFF);
+                if !ctx.api_health.is_up() && !guard_off {
                     return Ended {
                         key,
                         part,
