@@ -1,7 +1,7 @@
 //! The kill sweep (design D25: intent before action): a kerf-sim and a dev hub in this
 //! process, the real `kerf-agent` binary against them, and a stream of changes of every
 //! kind (in-place, rollout, deferred into a window, in-place falling back, a breach rolled
-//! back, a release, an OnDelete replacement) driven through it while the agent is killed
+//! back, a release, an OnDelete replacement, an in-place change with a canary) driven through it while the agent is killed
 //! with SIGKILL at random moments and ended at each fail point, and restarted each time.
 //! At the end [`checks::all`] verifies every invariant against the cluster and the hub.
 //!
@@ -77,6 +77,8 @@ pub struct Counts {
     pub fallbacks: usize,
     /// OnDelete changes (each replacing every pod).
     pub on_delete: usize,
+    /// Canary changes (one pod first, then the others).
+    pub canary: usize,
     /// Lifecycle and other events the hub stored.
     pub events_stored: usize,
     /// Deliveries of an already stored id the hub ignored.
@@ -103,14 +105,15 @@ impl std::fmt::Display for Counts {
         writeln!(f, "agent starts: {}", self.starts)?;
         writeln!(
             f,
-            "changes: {} ({} applied, {} rolled back, {} released, {} deferred into a window, {} fell back, {} OnDelete)",
+            "changes: {} ({} applied, {} rolled back, {} released, {} deferred into a window, {} fell back, {} OnDelete, {} with a canary)",
             self.changes,
             self.applied,
             self.rolled_back,
             self.released,
             self.deferred,
             self.fallbacks,
-            self.on_delete
+            self.on_delete,
+            self.canary
         )?;
         writeln!(
             f,
@@ -259,6 +262,7 @@ fn tally(cluster: &Cluster, workloads: &[Workload], counts: &mut Counts) {
             Kind::Breach => counts.rolled_back += done,
             Kind::Release => counts.released += done,
             Kind::OnDelete => counts.on_delete += done,
+            Kind::Canary => counts.canary += done,
             Kind::Fallback => {
                 counts.fallbacks += usize::from(w.recs.first().is_some_and(|r| r.done))
             }

@@ -49,11 +49,13 @@ pub enum Kind {
     Release,
     /// A StatefulSet with the OnDelete strategy: template patched, pods replaced by the agent.
     OnDelete,
+    /// In-place with a canary: one pod of three resized and watched first, then the others.
+    Canary,
 }
 
 impl Kind {
     /// Every kind, in the order the workloads are made.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Fallback,
         Kind::InPlace,
         Kind::Rollout,
@@ -61,6 +63,7 @@ impl Kind {
         Kind::Breach,
         Kind::Release,
         Kind::OnDelete,
+        Kind::Canary,
     ];
 
     fn label(self) -> &'static str {
@@ -72,12 +75,13 @@ impl Kind {
             Kind::Breach => "breach",
             Kind::Release => "release",
             Kind::OnDelete => "ondelete",
+            Kind::Canary => "canary",
         }
     }
 
     /// Whether the change resizes pods in place (the template keeps its values).
     pub fn in_place(self) -> bool {
-        matches!(self, Kind::InPlace | Kind::Breach)
+        matches!(self, Kind::InPlace | Kind::Breach | Kind::Canary)
     }
 
     /// The node its pods run on. The fallback's node is its own: once the sweep frees it,
@@ -86,7 +90,7 @@ impl Kind {
     fn node(self) -> &'static str {
         match self {
             Kind::Fallback => PINNED_NODE,
-            Kind::InPlace | Kind::Breach => "sim-node-1",
+            Kind::InPlace | Kind::Breach | Kind::Canary => "sim-node-1",
             Kind::Rollout | Kind::Release => "sim-node-2",
             Kind::Deferred | Kind::OnDelete => "sim-node-3",
         }
@@ -102,6 +106,7 @@ impl Kind {
     fn replicas(self) -> usize {
         match self {
             Kind::Deferred | Kind::Fallback | Kind::Release => 1,
+            Kind::Canary => 3,
             _ => 2,
         }
     }
@@ -196,10 +201,11 @@ pub struct Workload {
 const ROLLBACK_HOLD: chrono::Duration = chrono::Duration::seconds(3);
 
 /// The policy of a workload: auto-patch (or `mode`), 1s learning, cooldown and watch (20s
-/// for the breach, so the OOM kill lands in it), no step limit.
+/// for the breach, so the OOM kill lands in it), no step limit; the canary's first pod is
+/// watched 1s.
 fn policy_spec(kind: Kind, ns: &str, mode: &str) -> Value {
     let strategy = match kind {
-        Kind::InPlace | Kind::Breach | Kind::Fallback => "in-place",
+        Kind::InPlace | Kind::Breach | Kind::Fallback | Kind::Canary => "in-place",
         Kind::Deferred => "deferred",
         Kind::Rollout | Kind::Release | Kind::OnDelete => "rollout",
     };
@@ -212,6 +218,10 @@ fn policy_spec(kind: Kind, ns: &str, mode: &str) -> Value {
             "maxChangePercent": 100, "rollback": {"watchDuration": watch}},
         "apply": {"strategy": strategy, "fallbackAfter": "1s", "minWindowRemaining": "1s"},
     });
+    if kind == Kind::Canary {
+        // One pod first, watched a second before the other two follow.
+        spec["apply"]["canary"] = json!({"pods": 1, "duration": "1s"});
+    }
     if kind == Kind::Deferred {
         // Open the first 30 seconds of every minute.
         spec["apply"]["maintenanceWindows"] = json!([{"schedule": "* * * * *", "duration": "30s"}]);
