@@ -1,0 +1,340 @@
+//! Recommendations computed from the cluster's Prometheus (the `prometheus` recommendation
+//! source; the algorithm, its defaults and how it compares with VPA's recommender and
+//! Robusta KRR are in docs/prometheus-source.md).
+//!
+//! Per container, over `window`: CPU requests from a percentile of the 5-minute rate of
+//! `container_cpu_usage_seconds_total`, memory requests from the peak of
+//! `container_memory_working_set_bytes`, each with a margin, rounded up (millicores, MiB)
+//! and at least a floor. Pods map to their workload by the names their controllers give
+//! them (`query.rs`). Queries go per namespace, at most `batch_size` workloads each, after
+//! a count of the series they would read (at most `series_limit`), each within
+//! `query_timeout`. A workload with less than `min_coverage` of data gets no
+//! recommendation; above it, its confidence is the covered part of the window.
+
+mod compute;
+mod query;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kerf_api::hub::{HubWorkload, Recommendation};
+use kerf_api::quantity::Resource;
+use prometheus_http_query::response::Data;
+use serde::Serialize;
+
+pub use compute::{
+    ContainerUsage, Usage, build, confidence, container_recommendation, covered, cpu_millicores,
+    memory_mib, recommendation_id, settings_echo,
+};
+pub use query::{BatchQueries, PodNaming, RATE_WINDOW, is_queryable_name, pod_regex};
+
+/// A workload to recommend for, and the containers to recommend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// Namespace, kind (Deployment, StatefulSet or DaemonSet) and name.
+    pub workload: HubWorkload,
+    /// The containers (not the init containers) to recommend.
+    pub containers: Vec<String>,
+}
+
+/// How recommendations are computed and how Prometheus is queried.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromSettings {
+    /// The usage window read. Default 336h (14 days).
+    #[serde(serialize_with = "ser_duration")]
+    pub window: Duration,
+    /// Resolution of the percentile and of the coverage count. Default 5m.
+    #[serde(serialize_with = "ser_duration")]
+    pub step: Duration,
+    /// CPU percentile, 1 to 100. Default 90.
+    pub cpu_percentile: u8,
+    /// Memory percentile, 1 to 100; 100 is the peak of the raw samples. Default 100.
+    pub memory_percentile: u8,
+    /// Margin added to the CPU percentile, in percent. Default 15.
+    pub cpu_margin_percent: u16,
+    /// Margin added to the memory peak, in percent. Default 15.
+    pub memory_margin_percent: u16,
+    /// Less data than this: no recommendation for the container. Default 24h.
+    #[serde(serialize_with = "ser_duration")]
+    pub min_coverage: Duration,
+    /// Lowest CPU request recommended, in millicores. Default 10.
+    pub min_cpu_millicores: u32,
+    /// Lowest memory request recommended, in MiB. Default 32.
+    pub min_memory_mib: u32,
+    /// Time one request to Prometheus may take. Default 30s.
+    #[serde(serialize_with = "ser_duration")]
+    pub query_timeout: Duration,
+    /// Most raw series (CPU and memory together) one batch may read. Default 10000.
+    pub series_limit: usize,
+    /// Most workloads in one batch of queries. Default 100.
+    pub batch_size: usize,
+}
+
+impl Default for PromSettings {
+    fn default() -> Self {
+        PromSettings {
+            window: Duration::from_secs(336 * 3600),
+            step: Duration::from_secs(300),
+            cpu_percentile: 90,
+            memory_percentile: 100,
+            cpu_margin_percent: 15,
+            memory_margin_percent: 15,
+            min_coverage: Duration::from_secs(24 * 3600),
+            min_cpu_millicores: 10,
+            min_memory_mib: 32,
+            query_timeout: Duration::from_secs(30),
+            series_limit: 10_000,
+            batch_size: 100,
+        }
+    }
+}
+
+fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::settings::format_duration(*d))
+}
+
+/// Why no recommendations could be computed: Prometheus cannot be used. Workloads without
+/// enough data are no error (they get no recommendation).
+#[derive(Debug, thiserror::Error)]
+pub enum PromError {
+    /// No answer: connection refused, DNS, TLS, or an answer that is not Prometheus'.
+    #[error("Prometheus at {url} cannot be reached: {message}")]
+    Unreachable {
+        /// The base URL.
+        url: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Prometheus answered with an error.
+    #[error("Prometheus at {url} refused a query for namespace {namespace}: {message}")]
+    Refused {
+        /// The base URL.
+        url: String,
+        /// The namespace queried.
+        namespace: String,
+        /// Prometheus' error type and text.
+        message: String,
+    },
+    /// No answer within the query timeout.
+    #[error("Prometheus at {url} did not answer within {timeout} for namespace {namespace}")]
+    Timeout {
+        /// The base URL.
+        url: String,
+        /// The namespace queried.
+        namespace: String,
+        /// The timeout, in Go syntax.
+        timeout: String,
+    },
+    /// The namespace holds more series than one batch may read.
+    #[error(
+        "namespace {namespace} has {series} usage series in the window, over the limit of {limit}: no recommendation is computed (raise the series limit or lower the window)"
+    )]
+    SeriesLimit {
+        /// The namespace.
+        namespace: String,
+        /// Series counted (CPU and memory).
+        series: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// An answer of a shape the queries never ask for.
+    #[error("Prometheus at {url} answered a query for namespace {namespace} with a {shape}")]
+    UnexpectedAnswer {
+        /// The base URL.
+        url: String,
+        /// The namespace queried.
+        namespace: String,
+        /// What came back.
+        shape: &'static str,
+    },
+}
+
+impl PromError {
+    /// A short label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            PromError::Unreachable { .. } => "unreachable",
+            PromError::Refused { .. } => "refused",
+            PromError::Timeout { .. } => "timeout",
+            PromError::SeriesLimit { .. } => "series_limit",
+            PromError::UnexpectedAnswer { .. } => "unexpected_answer",
+        }
+    }
+}
+
+/// Recommendations for `targets` from Prometheus at `now`. Targets of another kind, with a
+/// name that cannot be a Kubernetes name, or without enough data get none; the first
+/// Prometheus failure (unreachable, refused, slow, over the series limit) fails the call,
+/// and no partial list is returned.
+pub async fn recommend(
+    client: &prometheus_http_query::Client,
+    targets: &[Target],
+    settings: &PromSettings,
+    now: DateTime<Utc>,
+) -> Result<Vec<Recommendation>, PromError> {
+    let mut out = Vec::new();
+    for (namespace, list) in by_namespace(targets) {
+        for batch in list.chunks(settings.batch_size.max(1)) {
+            let q = BatchQueries::new(namespace, batch, settings);
+            let call = Call {
+                client,
+                namespace,
+                settings,
+                now,
+            };
+            call.check_series(&q).await?;
+            let mut usage = Usage::default();
+            call.read(&q.cpu, Resource::Cpu, &mut usage).await?;
+            call.read(&q.memory, Resource::Memory, &mut usage).await?;
+            out.extend(
+                batch
+                    .iter()
+                    .filter_map(|(t, _)| build(t, &usage, settings, now)),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Targets that can be queried, per namespace, in a stable order.
+fn by_namespace(targets: &[Target]) -> BTreeMap<&str, Vec<(&Target, PodNaming)>> {
+    let mut out: BTreeMap<&str, Vec<(&Target, PodNaming)>> = BTreeMap::new();
+    for t in targets {
+        let w = &t.workload;
+        let naming = PodNaming::of_kind(&w.kind);
+        let names_ok = is_queryable_name(&w.namespace)
+            && is_queryable_name(&w.name)
+            && !t.containers.is_empty()
+            && t.containers.iter().all(|c| is_queryable_name(c));
+        match naming {
+            Some(n) if names_ok => out.entry(w.namespace.as_str()).or_default().push((t, n)),
+            _ => tracing::warn!(
+                namespace = %w.namespace,
+                kind = %w.kind,
+                name = %w.name,
+                "no Prometheus recommendation: the kind or a name cannot be queried"
+            ),
+        }
+    }
+    out
+}
+
+/// One namespace's requests.
+struct Call<'a> {
+    client: &'a prometheus_http_query::Client,
+    namespace: &'a str,
+    settings: &'a PromSettings,
+    now: DateTime<Utc>,
+}
+
+impl Call<'_> {
+    fn url(&self) -> String {
+        self.client.base_url().to_string()
+    }
+
+    /// Counts the raw series the batch would read in the window (an index lookup, not a
+    /// read of samples) and refuses a batch over the limit.
+    async fn check_series(&self, q: &BatchQueries) -> Result<(), PromError> {
+        let window = chrono::Duration::from_std(self.settings.window).unwrap_or_default();
+        let request = self
+            .client
+            .series(q.selectors())
+            .map_err(|e| self.error(e))?
+            .start((self.now - window).timestamp())
+            .end(self.now.timestamp());
+        let series = self.bounded(request.get()).await?.len();
+        if series > self.settings.series_limit {
+            return Err(PromError::SeriesLimit {
+                namespace: self.namespace.to_owned(),
+                series,
+                limit: self.settings.series_limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one instant query at `now` (POST: the regexes make long queries) and records
+    /// its series.
+    async fn read(
+        &self,
+        query: &str,
+        resource: Resource,
+        usage: &mut Usage,
+    ) -> Result<(), PromError> {
+        let timeout_ms = i64::try_from(self.settings.query_timeout.as_millis()).unwrap_or(i64::MAX);
+        let request = self
+            .client
+            .query(query)
+            .at(self.now.timestamp())
+            .timeout(timeout_ms)
+            .post();
+        let answer = self.bounded(request).await?;
+        match answer.data() {
+            Data::Vector(v) => {
+                for s in v {
+                    usage.record(resource, s.metric(), s.sample().value());
+                }
+                Ok(())
+            }
+            Data::Matrix(_) => Err(self.unexpected("range vector")),
+            Data::Scalar(_) => Err(self.unexpected("scalar")),
+        }
+    }
+
+    /// Waits for `request` at most the query timeout.
+    async fn bounded<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, prometheus_http_query::Error>>,
+    ) -> Result<T, PromError> {
+        match tokio::time::timeout(self.settings.query_timeout, request).await {
+            Ok(answer) => answer.map_err(|e| self.error(e)),
+            Err(_) => Err(PromError::Timeout {
+                url: self.url(),
+                namespace: self.namespace.to_owned(),
+                timeout: crate::settings::format_duration(self.settings.query_timeout),
+            }),
+        }
+    }
+
+    fn error(&self, e: prometheus_http_query::Error) -> PromError {
+        match e {
+            prometheus_http_query::Error::Prometheus(p) => PromError::Refused {
+                url: self.url(),
+                namespace: self.namespace.to_owned(),
+                message: p.to_string(),
+            },
+            other => PromError::Unreachable {
+                url: self.url(),
+                message: error_chain(&other),
+            },
+        }
+    }
+
+    fn unexpected(&self, shape: &'static str) -> PromError {
+        PromError::UnexpectedAnswer {
+            url: self.url(),
+            namespace: self.namespace.to_owned(),
+            shape,
+        }
+    }
+}
+
+/// An error and its sources, joined with `: ` (reqwest's top error alone says little).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;
