@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kerf_api::hub::{HubWorkload, Recommendation};
+use kerf_api::policy::RecommendationSettings;
 use kerf_api::quantity::Resource;
 use prometheus_http_query::response::Data;
 use serde::Serialize;
@@ -88,6 +89,39 @@ impl Default for PromSettings {
             series_limit: 10_000,
             batch_size: 100,
         }
+    }
+}
+
+impl PromSettings {
+    /// These settings with the recommender fields a policy sets (`spec.recommendation`):
+    /// `window`, `cpuPercentile`, `memoryPercentile`, and `headroomPercent` as both margins.
+    /// `limits` is not taken: this source keeps limits, and its echo says `Keep`, so a
+    /// policy asking for `Ratio` or `Remove` sees the recommendation as stale. A field that
+    /// cannot be used (an unparsable window, a percentile out of 1 to 100) keeps this
+    /// source's value; the policy reports its own bad fields.
+    pub fn with_policy(&self, policy: &RecommendationSettings) -> PromSettings {
+        let mut out = self.clone();
+        if let Some(w) = policy.window.as_ref().and_then(|w| {
+            kerf_decide::duration::parse_go_duration(w.as_str())
+                .ok()?
+                .to_std()
+                .ok()
+        }) && !w.is_zero()
+        {
+            out.window = w;
+        }
+        let percentile = |p: Option<u8>| p.filter(|p| (1..=100).contains(p));
+        if let Some(p) = percentile(policy.cpu_percentile) {
+            out.cpu_percentile = p;
+        }
+        if let Some(p) = percentile(policy.memory_percentile) {
+            out.memory_percentile = p;
+        }
+        if let Some(h) = policy.headroom_percent.filter(|h| *h <= 1000) {
+            out.cpu_margin_percent = h;
+            out.memory_margin_percent = h;
+        }
+        out
     }
 }
 

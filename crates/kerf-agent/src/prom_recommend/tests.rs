@@ -392,3 +392,38 @@ fn the_series_limit_error_names_the_namespace_and_the_numbers() {
             .starts_with("namespace big has 60 usage series in the window, over the limit of 20")
     );
 }
+
+#[test]
+fn a_policy_sets_the_window_percentiles_and_margins_so_the_echo_matches_it() {
+    use kerf_api::duration::GoDuration;
+    use kerf_api::policy::{LimitsHandling, RecommendationSettings};
+    let policy = RecommendationSettings {
+        window: Some(GoDuration("168h".to_owned())),
+        cpu_percentile: Some(95),
+        memory_percentile: Some(99),
+        headroom_percent: Some(20),
+        limits: Some(LimitsHandling::Ratio),
+    };
+    let s = PromSettings::default().with_policy(&policy);
+    assert_eq!(s.window, Duration::from_secs(168 * 3600));
+    assert_eq!((s.cpu_percentile, s.memory_percentile), (95, 99));
+    assert_eq!((s.cpu_margin_percent, s.memory_margin_percent), (20, 20));
+    let echo = settings_echo(&s);
+    assert_eq!(
+        RecommendationSettings {
+            limits: Some(LimitsHandling::Ratio),
+            ..echo
+        },
+        policy,
+        "all but limits, which this source keeps"
+    );
+    let bad = RecommendationSettings {
+        window: Some(GoDuration("two weeks".to_owned())),
+        cpu_percentile: Some(0),
+        ..RecommendationSettings::default()
+    };
+    assert_eq!(
+        PromSettings::default().with_policy(&bad),
+        PromSettings::default()
+    );
+}
