@@ -93,6 +93,42 @@ impl Default for PromSettings {
 }
 
 impl PromSettings {
+    /// The first setting that cannot be used, named as its field: a zero step, timeout,
+    /// batch or series limit, a window shorter than the step or than the minimum data, a
+    /// percentile outside 1 to 100, a margin over 1000 %.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks = [
+            (self.step.as_secs() >= 1, "step: must be at least 1s"),
+            (
+                self.window >= self.step,
+                "window: must be at least the step",
+            ),
+            (
+                self.min_coverage <= self.window,
+                "minCoverage: must be at most the window",
+            ),
+            (
+                (1..=100).contains(&self.cpu_percentile),
+                "cpuPercentile: must be 1 to 100",
+            ),
+            (
+                (1..=100).contains(&self.memory_percentile),
+                "memoryPercentile: must be 1 to 100",
+            ),
+            (
+                self.cpu_margin_percent <= 1000 && self.memory_margin_percent <= 1000,
+                "cpuMarginPercent, memoryMarginPercent: must be 0 to 1000",
+            ),
+            (!self.query_timeout.is_zero(), "queryTimeout: must not be 0"),
+            (self.series_limit >= 1, "seriesLimit: must be at least 1"),
+            (self.batch_size >= 1, "batchSize: must be at least 1"),
+        ];
+        match checks.into_iter().find(|(ok, _)| !ok) {
+            Some((_, reason)) => Err(reason.to_owned()),
+            None => Ok(()),
+        }
+    }
+
     /// These settings with the recommender fields a policy sets (`spec.recommendation`):
     /// `window`, `cpuPercentile`, `memoryPercentile`, and `headroomPercent` as both margins.
     /// `limits` is not taken: this source keeps limits, and its echo says `Keep`, so a

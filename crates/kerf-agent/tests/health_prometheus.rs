@@ -22,7 +22,7 @@ async fn start_prometheus(bin: &std::path::Path, target: &str) -> anyhow::Result
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sim\n    honor_labels: true\n    metrics_path: /metrics/cadvisor\n    static_configs:\n      - targets: ['{target}']\n"
     );
-    prometheus_support::start(bin, &config, tempfile::tempdir()?).await
+    prometheus_support::start(bin, &config, &[], tempfile::tempdir()?).await
 }
 
 // rule: RB-08, RB-12, RB-13, RB-15

@@ -77,8 +77,8 @@ fn openmetrics(series: &[Series], start: DateTime<Utc>) -> String {
     out
 }
 
-/// Backfills `text` into `dir/data` and starts Prometheus on it.
-async fn prometheus_with(text: &str) -> anyhow::Result<Prometheus> {
+/// Backfills `text` into `dir/data` and starts Prometheus on it with `args`.
+async fn prometheus_with(text: &str, args: &[&str]) -> anyhow::Result<Prometheus> {
     let (Some(prometheus), Some(promtool)) = (
         prometheus_support::binary("prometheus"),
         prometheus_support::binary("promtool"),
@@ -92,7 +92,7 @@ async fn prometheus_with(text: &str) -> anyhow::Result<Prometheus> {
     let input = dir.path().join("series.om");
     std::fs::write(&input, text)?;
     backfill(&promtool, &input, &dir.path().join("data"))?;
-    prometheus_support::start(&prometheus, "global:\n  scrape_interval: 1m\n", dir).await
+    prometheus_support::start(&prometheus, "global:\n  scrape_interval: 1m\n", args, dir).await
 }
 
 fn backfill(promtool: &Path, input: &Path, data: &Path) -> anyhow::Result<()> {
@@ -235,7 +235,7 @@ async fn recommendations_from_a_real_prometheus() -> anyhow::Result<()> {
     let (start, now) = times()?;
     let mut series = shop_series();
     series.extend(big_series());
-    let prom = prometheus_with(&openmetrics(&series, start)).await?;
+    let prom = prometheus_with(&openmetrics(&series, start), &[]).await?;
     let client = client(&prom.url)?;
     let targets = [
         target("shop", "Deployment", "web", &["app"]),
@@ -337,6 +337,33 @@ async fn a_prometheus_that_does_not_answer_times_out() -> anyhow::Result<()> {
             format!("Prometheus at {url}/ did not answer within 500ms for namespace shop")
         ),
         other => panic!("expected a timeout, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_prometheus_that_refuses_the_query_is_an_error() -> anyhow::Result<()> {
+    let (start, now) = times()?;
+    // 48 hours of one-minute samples are more than 1000 samples.
+    let prom = prometheus_with(
+        &openmetrics(&shop_series(), start),
+        &["--query.max-samples=1000"],
+    )
+    .await?;
+    let targets = [target("shop", "StatefulSet", "db", &["postgres"])];
+    match recommend(&client(&prom.url)?, &targets, &PromSettings::default(), now).await {
+        Err(e @ PromError::Refused { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "Prometheus at {}/ refused a query for namespace shop: execution: ",
+                    prom.url
+                )),
+                "{text}"
+            );
+            assert!(text.contains("too many samples"), "{text}");
+        }
+        other => panic!("expected a refused query, got {other:?}"),
     }
     Ok(())
 }

@@ -427,3 +427,45 @@ fn a_policy_sets_the_window_percentiles_and_margins_so_the_echo_matches_it() {
         PromSettings::default()
     );
 }
+
+#[test]
+fn settings_that_cannot_be_used_are_named() {
+    assert_eq!(PromSettings::default().validate(), Ok(()));
+    let bad = |s: PromSettings| s.validate().expect_err("invalid");
+    let d = PromSettings::default;
+    assert_eq!(
+        bad(PromSettings {
+            step: Duration::ZERO,
+            ..d()
+        }),
+        "step: must be at least 1s"
+    );
+    assert_eq!(
+        bad(PromSettings {
+            window: Duration::from_secs(3600),
+            ..d()
+        }),
+        "minCoverage: must be at most the window"
+    );
+    assert_eq!(
+        bad(PromSettings {
+            cpu_percentile: 0,
+            ..d()
+        }),
+        "cpuPercentile: must be 1 to 100"
+    );
+    assert_eq!(
+        bad(PromSettings {
+            memory_margin_percent: 1001,
+            ..d()
+        }),
+        "cpuMarginPercent, memoryMarginPercent: must be 0 to 1000"
+    );
+    assert_eq!(
+        bad(PromSettings {
+            series_limit: 0,
+            ..d()
+        }),
+        "seriesLimit: must be at least 1"
+    );
+}

@@ -36,9 +36,14 @@ pub fn binary(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Starts Prometheus with `config` (YAML) on the TSDB under `dir/data`, and waits until it
-/// is ready. `dir` is removed when the process is dropped.
-pub async fn start(bin: &Path, config: &str, dir: tempfile::TempDir) -> anyhow::Result<Prometheus> {
+/// Starts Prometheus with `config` (YAML) and `args` on the TSDB under `dir/data`, and waits
+/// until it is ready. `dir` is removed when the process is dropped.
+pub async fn start(
+    bin: &Path,
+    config: &str,
+    args: &[&str],
+    dir: tempfile::TempDir,
+) -> anyhow::Result<Prometheus> {
     let cfg = dir.path().join("prometheus.yml");
     std::fs::write(&cfg, config)?;
     let port = free_port()?;
@@ -49,6 +54,7 @@ pub async fn start(bin: &Path, config: &str, dir: tempfile::TempDir) -> anyhow::
             dir.path().join("data").display()
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
