@@ -469,3 +469,22 @@ fn settings_that_cannot_be_used_are_named() {
         "seriesLimit: must be at least 1"
     );
 }
+
+#[test]
+fn targets_that_cannot_be_queried_are_left_out() {
+    let mut quoted = target("Deployment", "web\"} or vector(1) #", &["app"]);
+    quoted.workload.namespace = "shop".to_owned();
+    let targets = [
+        target("Deployment", "web", &["app"]),
+        target("CronJob", "nightly", &["job"]),
+        quoted,
+        target("StatefulSet", "db", &[]),
+        target("DaemonSet", "agent", &["Agent"]),
+    ];
+    let grouped = by_namespace(&targets);
+    let kept: Vec<_> = grouped["shop"]
+        .iter()
+        .map(|(t, n)| (t.workload.name.as_str(), *n))
+        .collect();
+    assert_eq!(kept, [("web", PodNaming::Deployment)]);
+}
