@@ -67,7 +67,8 @@ pub struct PromSettings {
     /// Time one request to Prometheus may take. Default 30s.
     #[serde(serialize_with = "ser_duration")]
     pub query_timeout: Duration,
-    /// Most raw series (CPU and memory together) one batch may read. Default 10000.
+    /// Most raw series (CPU and memory together) one query batch may read; a larger batch
+    /// is halved. Default 2000.
     pub series_limit: usize,
     /// Most workloads in one batch of queries. Default 100.
     pub batch_size: usize,
@@ -86,7 +87,7 @@ impl Default for PromSettings {
             min_cpu_millicores: 10,
             min_memory_mib: 32,
             query_timeout: Duration::from_secs(30),
-            series_limit: 10_000,
+            series_limit: 2_000,
             batch_size: 100,
         }
     }
@@ -197,13 +198,13 @@ pub enum PromError {
         /// The timeout, in Go syntax.
         timeout: String,
     },
-    /// The namespace holds more series than one batch may read.
+    /// One workload alone has more series than one query may read.
     #[error(
-        "namespace {namespace} has {series} usage series in the window, over the limit of {limit}: no recommendation is computed (raise the series limit or lower the window)"
+        "{workload} has {series} usage series in the window, over the limit of {limit} per query: no recommendation is computed (raise the series limit or shorten the window)"
     )]
     SeriesLimit {
-        /// The namespace.
-        namespace: String,
+        /// `<Kind> <namespace>/<name>`.
+        workload: String,
         /// Series counted (CPU and memory).
         series: usize,
         /// The limit.
@@ -235,9 +236,9 @@ impl PromError {
 }
 
 /// Recommendations for `targets` from Prometheus at `now`. Targets of another kind, with a
-/// name that cannot be a Kubernetes name, or without enough data get none; the first
-/// Prometheus failure (unreachable, refused, slow, over the series limit) fails the call,
-/// and no partial list is returned.
+/// name that cannot be a Kubernetes name, or without enough data get none. A batch over the
+/// series limit is halved until it fits; one workload alone over it, or any Prometheus
+/// failure (unreachable, refused, slow), fails the call, and no partial list is returned.
 pub async fn recommend(
     client: &prometheus_http_query::Client,
     targets: &[Target],
@@ -246,15 +247,22 @@ pub async fn recommend(
 ) -> Result<Vec<Recommendation>, PromError> {
     let mut out = Vec::new();
     for (namespace, list) in by_namespace(targets) {
-        for batch in list.chunks(settings.batch_size.max(1)) {
+        let call = fetch::Call {
+            client,
+            namespace,
+            settings,
+            now,
+        };
+        // A stack of batches, the first on top, so the answer keeps the targets' order.
+        let mut pending: Vec<&[(&Target, PodNaming)]> =
+            list.chunks(settings.batch_size.max(1)).rev().collect();
+        while let Some(batch) = pending.pop() {
             let q = BatchQueries::new(namespace, batch, settings);
-            let call = fetch::Call {
-                client,
-                namespace,
-                settings,
-                now,
-            };
-            call.check_series(&q).await?;
+            let series = call.count_series(&q).await?;
+            if series > settings.series_limit {
+                pending.extend(halves(batch, series, settings)?);
+                continue;
+            }
             let mut usage = Usage::default();
             call.read(&q.cpu, Resource::Cpu, &mut usage).await?;
             call.read(&q.memory, Resource::Memory, &mut usage).await?;
@@ -266,6 +274,29 @@ pub async fn recommend(
         }
     }
     Ok(out)
+}
+
+/// A batch over the series limit in two halves, the first last (on top of the stack); one
+/// workload cannot be split.
+fn halves<'a, 't>(
+    batch: &'a [(&'t Target, PodNaming)],
+    series: usize,
+    settings: &PromSettings,
+) -> Result<[&'a [(&'t Target, PodNaming)]; 2], PromError> {
+    match batch {
+        [(t, _)] => Err(PromError::SeriesLimit {
+            workload: format!(
+                "{} {}/{}",
+                t.workload.kind, t.workload.namespace, t.workload.name
+            ),
+            series,
+            limit: settings.series_limit,
+        }),
+        _ => {
+            let (first, second) = batch.split_at(batch.len() / 2);
+            Ok([second, first])
+        }
+    }
 }
 
 /// Targets that can be queried, per namespace, in a stable order.

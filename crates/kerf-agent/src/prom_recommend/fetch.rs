@@ -20,9 +20,9 @@ impl Call<'_> {
         self.client.base_url().to_string()
     }
 
-    /// Counts the raw series the batch would read in the window (an index lookup, not a
-    /// read of samples) and refuses a batch over the limit.
-    pub(super) async fn check_series(&self, q: &BatchQueries) -> Result<(), PromError> {
+    /// The number of raw series the batch's queries would read in the window (an index
+    /// lookup, not a read of samples).
+    pub(super) async fn count_series(&self, q: &BatchQueries) -> Result<usize, PromError> {
         let window = chrono::Duration::from_std(self.settings.window).unwrap_or_default();
         let request = self
             .client
@@ -30,15 +30,7 @@ impl Call<'_> {
             .map_err(|e| self.error(e))?
             .start((self.now - window).timestamp())
             .end(self.now.timestamp());
-        let series = self.bounded(request.get()).await?.len();
-        if series > self.settings.series_limit {
-            return Err(PromError::SeriesLimit {
-                namespace: self.namespace.to_owned(),
-                series,
-                limit: self.settings.series_limit,
-            });
-        }
-        Ok(())
+        Ok(self.bounded(request.get()).await?.len())
     }
 
     /// Runs one instant query at `now` (POST: the regexes make long queries) and records

@@ -380,16 +380,32 @@ fn series_without_labels_or_numbers_are_left_out() {
 }
 
 #[test]
-fn the_series_limit_error_names_the_namespace_and_the_numbers() {
-    let e = PromError::SeriesLimit {
-        namespace: "big".to_owned(),
-        series: 60,
-        limit: 20,
+fn a_batch_over_the_series_limit_is_halved_until_one_workload_is_left() {
+    let targets = [
+        target("Deployment", "a", &["app"]),
+        target("Deployment", "b", &["app"]),
+        target("Deployment", "c", &["app"]),
+    ];
+    let batch: Vec<_> = targets.iter().map(|t| (t, PodNaming::Deployment)).collect();
+    let s = PromSettings {
+        series_limit: 20,
+        ..PromSettings::default()
     };
+    let names = |b: &[(&Target, PodNaming)]| {
+        b.iter()
+            .map(|(t, _)| t.workload.name.clone())
+            .collect::<Vec<_>>()
+    };
+    // The first half comes last: it is popped first.
+    let [second, first] = halves(&batch, 30, &s).expect("halves");
+    assert_eq!(names(first), ["a"]);
+    assert_eq!(names(second), ["b", "c"]);
+    let e = halves(first, 60, &s).expect_err("one workload");
     assert_eq!(e.category(), "series_limit");
-    assert!(
-        e.to_string()
-            .starts_with("namespace big has 60 usage series in the window, over the limit of 20")
+    assert_eq!(
+        e.to_string(),
+        "Deployment shop/a has 60 usage series in the window, over the limit of 20 per query: \
+         no recommendation is computed (raise the series limit or shorten the window)"
     );
 }
 
