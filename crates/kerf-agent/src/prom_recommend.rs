@@ -21,12 +21,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kerf_api::hub::{HubWorkload, Recommendation};
 use kerf_api::policy::RecommendationSettings;
-use kerf_api::quantity::Resource;
 use serde::Serialize;
 
 pub use compute::{
-    ContainerUsage, Usage, build, confidence, container_recommendation, covered, cpu_millicores,
-    memory_mib, recommendation_id, settings_echo,
+    Answer, ContainerUsage, Usage, build, confidence, container_recommendation, covered,
+    cpu_millicores, memory_mib, recommendation_id, settings_echo,
 };
 pub use query::{BatchQueries, PodNaming, RATE_WINDOW, is_queryable_name, pod_regex};
 
@@ -60,6 +59,12 @@ pub struct PromSettings {
     /// Less data than this: no recommendation for the container. Default 24h.
     #[serde(serialize_with = "ser_duration")]
     pub min_coverage: Duration,
+    /// Throttled share of CFS periods, in percent, that flags a container `throttled`.
+    /// Default 25 (the health watch's default `throttlingRatio`).
+    pub throttled_percent: u8,
+    /// The recent time the throttled share is measured over. Default 24h.
+    #[serde(serialize_with = "ser_duration")]
+    pub throttled_window: Duration,
     /// Lowest CPU request recommended, in millicores. Default 10.
     pub min_cpu_millicores: u32,
     /// Lowest memory request recommended, in MiB. Default 32.
@@ -84,6 +89,8 @@ impl Default for PromSettings {
             cpu_margin_percent: 15,
             memory_margin_percent: 15,
             min_coverage: Duration::from_secs(24 * 3600),
+            throttled_percent: 25,
+            throttled_window: Duration::from_secs(24 * 3600),
             min_cpu_millicores: 10,
             min_memory_mib: 32,
             query_timeout: Duration::from_secs(30),
@@ -119,6 +126,14 @@ impl PromSettings {
             (
                 self.cpu_margin_percent <= 1000 && self.memory_margin_percent <= 1000,
                 "cpuMarginPercent, memoryMarginPercent: must be 0 to 1000",
+            ),
+            (
+                (1..=100).contains(&self.throttled_percent),
+                "throttledPercent: must be 1 to 100",
+            ),
+            (
+                self.throttled_window.as_secs() >= 300,
+                "throttledWindow: must be at least 5m",
             ),
             (!self.query_timeout.is_zero(), "queryTimeout: must not be 0"),
             (self.series_limit >= 1, "seriesLimit: must be at least 1"),
@@ -264,8 +279,9 @@ pub async fn recommend(
                 continue;
             }
             let mut usage = Usage::default();
-            call.read(&q.cpu, Resource::Cpu, &mut usage).await?;
-            call.read(&q.memory, Resource::Memory, &mut usage).await?;
+            call.read(&q.cpu, Answer::Cpu, &mut usage).await?;
+            call.read(&q.memory, Answer::Memory, &mut usage).await?;
+            call.read(&q.flags, Answer::Flags, &mut usage).await?;
             out.extend(
                 batch
                     .iter()

@@ -13,6 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use kerf_agent::prom_recommend::{PromError, PromSettings, Target, recommend};
 use kerf_api::hub::{HubWorkload, Recommendation};
+use kerf_api::rsr::ContainerFlag;
 use prometheus_support::Prometheus;
 
 const MIB: u64 = 1 << 20;
@@ -30,6 +31,10 @@ struct Series {
     cpu_millicores: fn(i64) -> u64,
     /// Working set in bytes at the sample's offset.
     memory_bytes: fn(i64) -> u64,
+    /// CFS counters, 10 periods a second, this percentage of them throttled.
+    throttled_percent: Option<u64>,
+    /// The offset of an OOM kill (cAdvisor's OOM counter goes from 0 to 1 there).
+    oom_at: Option<i64>,
 }
 
 impl Series {
@@ -70,6 +75,37 @@ fn openmetrics(series: &[Series], start: DateTime<Utc>) -> String {
                 "container_memory_working_set_bytes{{{}}} {} {at}",
                 s.labels(),
                 (s.memory_bytes)(offset)
+            );
+        }
+    }
+    let periods_per_scrape = 10 * SCRAPE as u64;
+    for (metric, share) in [
+        ("container_cpu_cfs_throttled_periods_total", None),
+        ("container_cpu_cfs_periods_total", Some(100)),
+    ] {
+        for s in series {
+            let Some(throttled) = s.throttled_percent else {
+                continue;
+            };
+            let per_scrape = periods_per_scrape * share.unwrap_or(throttled) / 100;
+            for (k, (at, _)) in s.samples(start).enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{metric}{{{}}} {} {at}",
+                    s.labels(),
+                    k as u64 * per_scrape
+                );
+            }
+        }
+    }
+    for s in series {
+        let Some(oom_at) = s.oom_at else { continue };
+        for (at, offset) in s.samples(start) {
+            let kills = u64::from(offset >= oom_at);
+            let _ = writeln!(
+                out,
+                "container_oom_events_total{{{}}} {kills} {at}",
+                s.labels()
             );
         }
     }
@@ -149,6 +185,9 @@ fn shop_series() -> Vec<Series> {
             hours: 48,
             cpu_millicores: |_| 200,
             memory_bytes: |_| 100 * MIB,
+            // Half of the CFS periods throttled: flagged `throttled`.
+            throttled_percent: Some(50),
+            oom_at: None,
         },
         Series {
             namespace: "shop",
@@ -169,6 +208,8 @@ fn shop_series() -> Vec<Series> {
                     100 * MIB
                 }
             },
+            throttled_percent: None,
+            oom_at: None,
         },
         // webhook: not a target, same container name, a name that starts like web's.
         Series {
@@ -178,6 +219,8 @@ fn shop_series() -> Vec<Series> {
             hours: 48,
             cpu_millicores: |_| 4000,
             memory_bytes: |_| 1024 * MIB,
+            throttled_percent: None,
+            oom_at: Some(at(1)),
         },
         // db: 100m for 36 hours, then 400m for 12 (25 % of the time): the 90th
         // percentile is 400m; 300 MiB throughout.
@@ -188,6 +231,9 @@ fn shop_series() -> Vec<Series> {
             hours: 48,
             cpu_millicores: |o| if o < at(36) { 100 } else { 400 },
             memory_bytes: |_| 300 * MIB,
+            throttled_percent: Some(10),
+            // OOM-killed at hour 30: flagged `oom-killed`.
+            oom_at: Some(at(30)),
         },
         // agent: 12 hours of data, under the 24h minimum.
         Series {
@@ -197,6 +243,8 @@ fn shop_series() -> Vec<Series> {
             hours: 12,
             cpu_millicores: |_| 50,
             memory_bytes: |_| 64 * MIB,
+            throttled_percent: None,
+            oom_at: None,
         },
     ]
 }
@@ -216,6 +264,8 @@ fn big_series() -> Vec<Series> {
             hours: 1,
             cpu_millicores: |_| 10,
             memory_bytes: |_| 10 * MIB,
+            throttled_percent: None,
+            oom_at: None,
         })
         .collect()
 }
@@ -258,6 +308,9 @@ async fn recommendations_from_a_real_prometheus() -> anyhow::Result<()> {
         requests(db),
         [("postgres".into(), "460m".into(), "345Mi".into())]
     );
+    // web: 50 % of its periods throttled (at least 25 %); db: 10 % throttled, one OOM kill.
+    assert_eq!(web.containers[0].flags, [ContainerFlag::Throttled]);
+    assert_eq!(db.containers[0].flags, [ContainerFlag::OomKilled]);
     for r in [web, db] {
         assert_eq!(
             r.data_coverage.covered.as_str(),
@@ -278,10 +331,10 @@ async fn recommendations_from_a_real_prometheus() -> anyhow::Result<()> {
     };
     assert_eq!(ids(&later), ids(&recs));
 
-    // Four series per query at most: the batch is halved until each part fits, and the
-    // numbers are the same.
+    // Six series per query at most (web alone reads six: CPU, memory, two CFS counters):
+    // the batch is halved until each part fits, and the numbers are the same.
     let small = PromSettings {
-        series_limit: 4,
+        series_limit: 6,
         ..PromSettings::default()
     };
     assert_eq!(recommend(&client, &targets, &small, now).await?, recs);

@@ -9,7 +9,7 @@ use kerf_api::duration::{GoDuration, UnitDecimal};
 use kerf_api::hub::Recommendation;
 use kerf_api::policy::{LimitsHandling, RecommendationSettings};
 use kerf_api::quantity::{Quantity, Resource, ResourceValues};
-use kerf_api::rsr::{ContainerRecommendation, DataCoverage};
+use kerf_api::rsr::{ContainerFlag, ContainerRecommendation, DataCoverage};
 use sha2::{Digest, Sha256};
 
 use super::query::{STAT_LABEL, WORKLOAD_LABEL};
@@ -29,6 +29,21 @@ pub struct ContainerUsage {
     pub memory_bytes: Option<f64>,
     /// Steps of the window with a memory sample.
     pub memory_steps: u64,
+    /// OOM-killed in the window.
+    pub oom_killed: bool,
+    /// Throttled over the throttling window.
+    pub throttled: bool,
+}
+
+/// Which query an answer is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The CPU percentile and count.
+    Cpu,
+    /// The memory peak (or percentile) and count.
+    Memory,
+    /// The flags.
+    Flags,
 }
 
 /// Usage per (`Kind/name`, container).
@@ -36,9 +51,9 @@ pub struct ContainerUsage {
 pub struct Usage(pub BTreeMap<(String, String), ContainerUsage>);
 
 impl Usage {
-    /// Records one series of a CPU or memory answer; a series without the workload or
-    /// container label, or with a value that is not a finite number, is left out.
-    pub fn record(&mut self, resource: Resource, labels: &HashMap<String, String>, value: f64) {
+    /// Records one series of an answer; a series without the workload or container label,
+    /// or with a value that is not a finite number, is left out.
+    pub fn record(&mut self, answer: Answer, labels: &HashMap<String, String>, value: f64) {
         let (Some(workload), Some(container), Some(stat)) = (
             labels.get(WORKLOAD_LABEL),
             labels.get("container"),
@@ -53,11 +68,13 @@ impl Usage {
             .0
             .entry((workload.clone(), container.clone()))
             .or_default();
-        match (resource, stat.as_str()) {
-            (Resource::Cpu, "value") => u.cpu_cores = Some(value),
-            (Resource::Cpu, "count") => u.cpu_steps = value as u64,
-            (Resource::Memory, "value") => u.memory_bytes = Some(value),
-            (Resource::Memory, "count") => u.memory_steps = value as u64,
+        match (answer, stat.as_str()) {
+            (Answer::Cpu, "value") => u.cpu_cores = Some(value),
+            (Answer::Cpu, "count") => u.cpu_steps = value as u64,
+            (Answer::Memory, "value") => u.memory_bytes = Some(value),
+            (Answer::Memory, "count") => u.memory_steps = value as u64,
+            (Answer::Flags, "oom") => u.oom_killed = true,
+            (Answer::Flags, "throttled") => u.throttled = true,
             _ => {}
         }
     }
@@ -140,13 +157,24 @@ pub fn container_recommendation(
         limits: ResourceValues::default(),
         remove_limits: Vec::new(),
         confidence: Some(confidence(covered, s.window)),
-        flags: Vec::new(),
+        flags: flags(usage),
     };
     Some((rec, covered))
 }
 
-/// A recommendation id that changes only with the workload, the recommended values or the
-/// settings they were computed with: `prom-` and 16 hex digits of a SHA-256.
+/// The container's flags, in the contract's order.
+fn flags(usage: &ContainerUsage) -> Vec<ContainerFlag> {
+    [
+        (usage.throttled, ContainerFlag::Throttled),
+        (usage.oom_killed, ContainerFlag::OomKilled),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect()
+}
+
+/// A recommendation id that changes only with the workload, the recommended values and
+/// flags, or the settings they were computed with: `prom-` and 16 hex digits of a SHA-256.
 pub fn recommendation_id(
     target: &Target,
     containers: &[ContainerRecommendation],
@@ -158,10 +186,11 @@ pub fn recommendation_id(
     for c in containers {
         let value = |r: Resource| c.requests.get(r).map_or("", |q| q.as_str()).to_owned();
         h.update(format!(
-            "{} {} {}\n",
+            "{} {} {} {:?}\n",
             c.name,
             value(Resource::Cpu),
-            value(Resource::Memory)
+            value(Resource::Memory),
+            c.flags
         ));
     }
     h.update(serde_json::to_string(echo).unwrap_or_default());

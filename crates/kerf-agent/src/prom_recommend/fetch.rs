@@ -2,10 +2,9 @@
 //! classification of their failures.
 
 use chrono::{DateTime, Utc};
-use kerf_api::quantity::Resource;
 use prometheus_http_query::response::Data;
 
-use super::{BatchQueries, PromError, PromSettings, Usage};
+use super::{Answer, BatchQueries, PromError, PromSettings, Usage};
 
 /// One namespace's requests.
 pub(super) struct Call<'a> {
@@ -38,7 +37,7 @@ impl Call<'_> {
     pub(super) async fn read(
         &self,
         query: &str,
-        resource: Resource,
+        answer: Answer,
         usage: &mut Usage,
     ) -> Result<(), PromError> {
         let timeout_ms = i64::try_from(self.settings.query_timeout.as_millis()).unwrap_or(i64::MAX);
@@ -48,11 +47,11 @@ impl Call<'_> {
             .at(self.now.timestamp())
             .timeout(timeout_ms)
             .post();
-        let answer = self.bounded(request).await?;
-        match answer.data() {
+        let result = self.bounded(request).await?;
+        match result.data() {
             Data::Vector(v) => {
                 for s in v {
-                    usage.record(resource, s.metric(), s.sample().value());
+                    usage.record(answer, s.metric(), s.sample().value());
                 }
                 Ok(())
             }

@@ -25,6 +25,23 @@ const MAX_HASH: usize = 10;
 pub const CPU_METRIC: &str = "container_cpu_usage_seconds_total";
 /// The memory gauge.
 pub const MEMORY_METRIC: &str = "container_memory_working_set_bytes";
+/// OOM kills per container (cAdvisor).
+pub const OOM_METRIC: &str = "container_oom_events_total";
+/// The last termination reason of a container (kube-state-metrics, where it runs).
+pub const TERMINATED_METRIC: &str = "kube_pod_container_status_last_terminated_reason";
+/// CFS periods in which the container was throttled (cAdvisor).
+pub const THROTTLED_METRIC: &str = "container_cpu_cfs_throttled_periods_total";
+/// CFS periods (cAdvisor).
+pub const PERIODS_METRIC: &str = "container_cpu_cfs_periods_total";
+/// Every metric the queries read, for the series count.
+const SERIES_READ: [&str; 6] = [
+    CPU_METRIC,
+    MEMORY_METRIC,
+    OOM_METRIC,
+    TERMINATED_METRIC,
+    THROTTLED_METRIC,
+    PERIODS_METRIC,
+];
 /// The rate window of the CPU counter.
 pub const RATE_WINDOW: &str = "5m";
 /// The label the queries write the workload into.
@@ -129,6 +146,10 @@ pub struct BatchQueries {
     pub cpu: String,
     /// Memory: the peak or percentile and the number of steps with data.
     pub memory: String,
+    /// Flags: `kerf_stat="oom"` where a container was OOM-killed in the window,
+    /// `kerf_stat="throttled"` where its throttled share of CFS periods over the throttling
+    /// window reaches the threshold.
+    pub flags: String,
 }
 
 impl BatchQueries {
@@ -172,6 +193,7 @@ impl BatchQueries {
                 &memory_value,
                 &format!("count_over_time({memory_usage}{range})"),
             ),
+            flags: flags_query(&relabel, &matchers, s),
             namespace: namespace.to_owned(),
             containers,
             pods: relabel.all_pods,
@@ -179,8 +201,8 @@ impl BatchQueries {
     }
 
     /// The raw series the queries read, as selectors of the series endpoint.
-    pub fn selectors(&self) -> [Selector<'_>; 2] {
-        [CPU_METRIC, MEMORY_METRIC].map(|metric| {
+    pub fn selectors(&self) -> [Selector<'_>; 6] {
+        SERIES_READ.map(|metric| {
             Selector::new()
                 .metric(metric)
                 .eq("namespace", &self.namespace)
@@ -190,6 +212,43 @@ impl BatchQueries {
                 .regex_eq("pod", &self.pods)
         })
     }
+}
+
+/// The flags query: OOM kills in the window from cAdvisor's counter or kube-state-metrics'
+/// last termination reason, and the throttled share of CFS periods, summed over the pods,
+/// over the throttling window.
+fn flags_query(relabel: &Relabel, matchers: &str, s: &PromSettings) -> String {
+    let window = seconds(s.window);
+    let recent = seconds(s.throttled_window);
+    let max = format!("max by ({WORKLOAD_LABEL}, container)");
+    let sum = format!("sum by ({WORKLOAD_LABEL}, container)");
+    let oom_events = format!(
+        "{max} ({})",
+        relabel.apply(&format!(
+            "increase({OOM_METRIC}{{{matchers}}}[{window}]) > 0"
+        ))
+    );
+    let oom_reason = format!(
+        "{max} ({})",
+        relabel.apply(&format!(
+            "max_over_time({TERMINATED_METRIC}{{{matchers},reason=\"OOMKilled\"}}[{window}]) > 0"
+        ))
+    );
+    let periods = |metric: &str| {
+        format!(
+            "{sum} ({})",
+            relabel.apply(&format!("increase({metric}{{{matchers}}}[{recent}])"))
+        )
+    };
+    let throttled = format!(
+        "{} / {} >= {}",
+        periods(THROTTLED_METRIC),
+        periods(PERIODS_METRIC),
+        fraction(s.throttled_percent)
+    );
+    format!(
+        "label_replace({oom_events} or {oom_reason}, \"{STAT_LABEL}\", \"oom\", \"\", \"\") or label_replace({throttled}, \"{STAT_LABEL}\", \"throttled\", \"\", \"\")"
+    )
 }
 
 /// A duration in whole seconds as PromQL writes it.

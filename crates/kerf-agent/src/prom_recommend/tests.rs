@@ -3,7 +3,6 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use kerf_api::hub::HubWorkload;
-use kerf_api::quantity::Resource;
 
 use super::query::relabel_steps;
 use super::*;
@@ -155,7 +154,7 @@ fn one_query_per_resource_aggregated_by_workload_and_container() {
         "{}",
         q.memory
     );
-    let [cpu, memory] = q.selectors().map(|s| s.to_string());
+    let [cpu, memory, ..] = q.selectors().map(|s| s.to_string());
     assert_eq!(
         cpu,
         format!(r#"{{__name__="container_cpu_usage_seconds_total",{sel}}}"#)
@@ -218,6 +217,7 @@ fn usage(cpu: f64, memory: f64, steps: u64) -> ContainerUsage {
         cpu_steps: steps,
         memory_bytes: Some(memory),
         memory_steps: steps + 1,
+        ..ContainerUsage::default()
     }
 }
 
@@ -362,10 +362,11 @@ fn series_without_labels_or_numbers_are_left_out() {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
     };
-    u.record(Resource::Cpu, &labels("value"), f64::NAN);
-    u.record(Resource::Cpu, &labels("count"), 12.0);
-    u.record(Resource::Memory, &labels("value"), 5e7);
-    u.record(Resource::Memory, &HashMap::new(), 1.0);
+    u.record(Answer::Cpu, &labels("value"), f64::NAN);
+    u.record(Answer::Cpu, &labels("count"), 12.0);
+    u.record(Answer::Memory, &labels("value"), 5e7);
+    u.record(Answer::Memory, &HashMap::new(), 1.0);
+    u.record(Answer::Flags, &labels("oom"), 1.0);
     let got = u.0.get(&("Deployment/web".to_owned(), "app".to_owned()));
     assert_eq!(
         got,
@@ -374,6 +375,8 @@ fn series_without_labels_or_numbers_are_left_out() {
             cpu_steps: 12,
             memory_bytes: Some(5e7),
             memory_steps: 0,
+            oom_killed: true,
+            throttled: false,
         })
     );
     assert_eq!(u.0.len(), 1);
@@ -503,4 +506,74 @@ fn targets_that_cannot_be_queried_are_left_out() {
         .map(|(t, n)| (t.workload.name.as_str(), *n))
         .collect();
     assert_eq!(kept, [("web", PodNaming::Deployment)]);
+}
+
+#[test]
+fn flags_say_throttled_and_oom_killed_and_change_the_id() {
+    let now = Utc.with_ymd_and_hms(2026, 12, 4, 12, 0, 0).unwrap();
+    let t = target("Deployment", "web", &["app"]);
+    let s = PromSettings::default();
+    let plain = usage(0.2, 1e8, 576);
+    let flagged = ContainerUsage {
+        oom_killed: true,
+        throttled: true,
+        ..plain
+    };
+    let rec = |u: ContainerUsage| {
+        build(&t, &usage_of(&[("Deployment/web", "app", u)]), &s, now).expect("rec")
+    };
+    let (a, b) = (rec(plain), rec(flagged));
+    assert!(a.containers[0].flags.is_empty());
+    assert_eq!(
+        b.containers[0].flags,
+        [
+            kerf_api::rsr::ContainerFlag::Throttled,
+            kerf_api::rsr::ContainerFlag::OomKilled
+        ]
+    );
+    assert_ne!(a.recommendation_id, b.recommendation_id);
+}
+
+#[test]
+fn the_flags_query_reads_oom_kills_and_the_throttled_share() {
+    let t = target("StatefulSet", "db", &["postgres"]);
+    let q = BatchQueries::new(
+        "shop",
+        &[(&t, PodNaming::StatefulSet)],
+        &PromSettings::default(),
+    );
+    let sel =
+        r#"namespace="shop",container!="",container!="POD",container=~"postgres",pod=~"db-[0-9]+""#;
+    let lr = |inner: &str| {
+        format!(
+            r#"label_replace({inner}, "kerf_workload", "StatefulSet/$1", "pod", "(db)-[0-9]+")"#
+        )
+    };
+    let max = "max by (kerf_workload, container)";
+    let sum = "sum by (kerf_workload, container)";
+    let oom = format!(
+        "{max} ({}) or {max} ({})",
+        lr(&format!(
+            "increase(container_oom_events_total{{{sel}}}[1209600s]) > 0"
+        )),
+        lr(&format!(
+            r#"max_over_time(kube_pod_container_status_last_terminated_reason{{{sel},reason="OOMKilled"}}[1209600s]) > 0"#
+        ))
+    );
+    let throttled = format!(
+        "{sum} ({}) / {sum} ({}) >= 0.25",
+        lr(&format!(
+            "increase(container_cpu_cfs_throttled_periods_total{{{sel}}}[86400s])"
+        )),
+        lr(&format!(
+            "increase(container_cpu_cfs_periods_total{{{sel}}}[86400s])"
+        ))
+    );
+    assert_eq!(
+        q.flags,
+        format!(
+            r#"label_replace({oom}, "kerf_stat", "oom", "", "") or label_replace({throttled}, "kerf_stat", "throttled", "", "")"#
+        )
+    );
+    assert_eq!(q.selectors().len(), 6, "every metric read is counted");
 }
