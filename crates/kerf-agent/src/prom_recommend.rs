@@ -5,11 +5,12 @@
 //! Per container, over `window`: CPU requests from a percentile of the 5-minute rate of
 //! `container_cpu_usage_seconds_total`, memory requests from the peak of
 //! `container_memory_working_set_bytes`, each with a margin, rounded up (millicores, MiB)
-//! and at least a floor. Pods map to their workload by the names their controllers give
-//! them (`query.rs`). Queries go per namespace, at most `batch_size` workloads each, after
-//! a count of the series they would read (at most `series_limit`), each within
-//! `query_timeout`. A workload with less than `min_coverage` of data gets no
-//! recommendation; above it, its confidence is the covered part of the window.
+//! and at least a floor; the `oom-killed` and `throttled` flags as a hub sets them. Pods map
+//! to their workload by the names their controllers give them (`query.rs`). Queries go per
+//! namespace, at most `batch_size` workloads each, after a count of the series they would
+//! read (a batch over `series_limit` is halved), each within `query_timeout`. A workload
+//! with less than `min_coverage` of data gets no recommendation; above it, its confidence
+//! is the covered part of the window.
 
 mod compute;
 mod fetch;
@@ -150,7 +151,8 @@ impl PromSettings {
     /// `limits` is not taken: this source keeps limits, and its echo says `Keep`, so a
     /// policy asking for `Ratio` or `Remove` sees the recommendation as stale. A field that
     /// cannot be used (an unparsable window, a percentile out of 1 to 100) keeps this
-    /// source's value; the policy reports its own bad fields.
+    /// source's value; the policy reports its own bad fields. The result passes
+    /// [`PromSettings::validate`] when these settings do.
     pub fn with_policy(&self, policy: &RecommendationSettings) -> PromSettings {
         let mut out = self.clone();
         if let Some(w) = policy.window.as_ref().and_then(|w| {
@@ -173,6 +175,9 @@ impl PromSettings {
             out.cpu_margin_percent = h;
             out.memory_margin_percent = h;
         }
+        // A window shorter than the minimum data or the step lowers them with it.
+        out.min_coverage = out.min_coverage.min(out.window);
+        out.step = out.step.min(out.window);
         out
     }
 }
