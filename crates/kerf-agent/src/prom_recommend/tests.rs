@@ -125,16 +125,24 @@ fn the_more_specific_name_wins_where_two_fit() {
     assert_eq!(workload_of("other-0"), None);
 }
 
-#[test]
-fn one_query_per_resource_aggregated_by_workload_and_container() {
+/// The label matchers of the queries of StatefulSet `db`'s container `postgres`.
+const DB_MATCHERS: &str =
+    r#"namespace="shop",container!="",container!="POD",container=~"postgres",pod=~"db-[0-9]+""#;
+
+/// The queries of StatefulSet `db`, container `postgres`, with the default settings.
+fn db_queries() -> BatchQueries {
     let t = target("StatefulSet", "db", &["postgres"]);
-    let q = BatchQueries::new(
+    BatchQueries::new(
         "shop",
         &[(&t, PodNaming::StatefulSet)],
         &PromSettings::default(),
-    );
-    let sel =
-        r#"namespace="shop",container!="",container!="POD",container=~"postgres",pod=~"db-[0-9]+""#;
+    )
+}
+
+#[test]
+fn one_query_per_resource_aggregated_by_workload_and_container() {
+    let q = db_queries();
+    let sel = DB_MATCHERS;
     let usage = format!(
         r#"max by (kerf_workload, container) (label_replace(rate(container_cpu_usage_seconds_total{{{sel}}}[5m]), "kerf_workload", "StatefulSet/$1", "pod", "(db)-[0-9]+"))"#
     );
@@ -536,14 +544,8 @@ fn flags_say_throttled_and_oom_killed_and_change_the_id() {
 
 #[test]
 fn the_flags_query_reads_oom_kills_and_the_throttled_share() {
-    let t = target("StatefulSet", "db", &["postgres"]);
-    let q = BatchQueries::new(
-        "shop",
-        &[(&t, PodNaming::StatefulSet)],
-        &PromSettings::default(),
-    );
-    let sel =
-        r#"namespace="shop",container!="",container!="POD",container=~"postgres",pod=~"db-[0-9]+""#;
+    let q = db_queries();
+    let sel = DB_MATCHERS;
     let lr = |inner: &str| {
         format!(
             r#"label_replace({inner}, "kerf_workload", "StatefulSet/$1", "pod", "(db)-[0-9]+")"#
