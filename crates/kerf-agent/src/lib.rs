@@ -17,6 +17,7 @@ pub mod listen;
 pub mod logging;
 pub mod metrics;
 pub mod outbox;
+pub mod prom_recommend;
 pub mod reconcile;
 pub mod report;
 pub mod rsr_sync;

@@ -3,8 +3,8 @@
 //! `prometheus` binary is installed.
 
 mod health_support;
+mod prometheus_support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
@@ -14,76 +14,21 @@ use kerf_agent::health::{HealthStep, ThrottlingSource, WatchInput, Watcher};
 use kerf_api::Resource;
 use kerf_decide::health::BreachReason;
 use kerf_sim::kubelet::{inject, serve_control};
+use prometheus_support::Prometheus;
 use serde_json::json;
-
-/// A Prometheus process, killed when dropped.
-struct Prometheus {
-    child: Child,
-    _dir: tempfile::TempDir,
-    url: String,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-fn prometheus_binary() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join("prometheus"))
-        .find(|p| p.is_file())
-}
 
 /// Starts Prometheus scraping `target` (host:port) at `/metrics/cadvisor` every second.
 async fn start_prometheus(bin: &std::path::Path, target: &str) -> anyhow::Result<Prometheus> {
-    let dir = tempfile::tempdir()?;
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sim\n    honor_labels: true\n    metrics_path: /metrics/cadvisor\n    static_configs:\n      - targets: ['{target}']\n"
     );
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(&cfg, config)?;
-    let port = free_port()?;
-    let child = Command::new(bin)
-        .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let prom = Prometheus {
-        child,
-        _dir: dir,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if let Ok(r) = http.get(format!("{}/-/ready", prom.url)).send().await
-            && r.status().is_success()
-        {
-            return Ok(prom);
-        }
-        tokio::time::sleep(StdDuration::from_millis(100)).await;
-    }
-    anyhow::bail!("prometheus never became ready")
+    prometheus_support::start(bin, &config, &[], tempfile::tempdir()?).await
 }
 
 // rule: RB-08, RB-12, RB-13, RB-15
 #[tokio::test]
 async fn rb_13_throttling_from_promql_against_a_real_prometheus() -> anyhow::Result<()> {
-    let Some(bin) = prometheus_binary() else {
+    let Some(bin) = prometheus_support::binary("prometheus") else {
         anyhow::bail!(
             "prometheus is needed on PATH for RB-13 against a real Prometheus: install it \
              (`apt-get install prometheus`, as .ci/run does)"
