@@ -74,6 +74,20 @@ EOF
   rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/lintian"
 }
 
+# The docker-archive `manifest.json` of the OCI layout in $1, naming the image $2, as
+# `docker save` writes it beside index.json: any docker loads the archive, whether or not
+# it reads OCI layouts. The image manifest lists the config's digest first, then the layers'.
+docker_manifest() {
+  local layout=$1 ref=$2 manifest digests
+  manifest=$(grep -o '"digest":"sha256:[0-9a-f]*"' "$layout/index.json" | head -n 1 | cut -d: -f3 | tr -d '"')
+  digests=$(grep -o '"digest":"sha256:[0-9a-f]*"' "$layout/blobs/sha256/$manifest" | cut -d: -f3 | tr -d '"')
+  [ -n "$digests" ] || die "cannot read the image manifest $manifest"
+  local config layers
+  config=$(head -n 1 <<<"$digests")
+  layers=$(tail -n +2 <<<"$digests" | sed 's|.*|"blobs/sha256/&"|' | paste -sd, -)
+  printf '[{"Config":"blobs/sha256/%s","RepoTags":["%s"],"Layers":[%s]}]\n' "$config" "$ref" "$layers"
+}
+
 main() {
   need_tools
   local version revision bin
@@ -119,8 +133,9 @@ main() {
   local ref="\"org.opencontainers.image.ref.name\":\"$name:$version\""
   sed -i "s|$ref|\"io.containerd.image.name\":\"$name:$version\",$ref|" "$work/archive/index.json"
   grep -q io.containerd.image.name "$work/archive/index.json" || die "cannot name the image in index.json"
+  docker_manifest "$work/archive" "$name:$version" >"$work/archive/manifest.json"
   tar -C "$work/archive" --sort=name --owner=0 --group=0 --numeric-owner -cf "$out" \
-    oci-layout index.json blobs
+    oci-layout index.json manifest.json blobs
   echo "$out ($name:$version, $arch, revision $revision)"
 }
 
