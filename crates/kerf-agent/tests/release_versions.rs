@@ -9,11 +9,13 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
 fn read(dir: &Path, rel: &str) -> String {
     std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 /// The value after `key` on the first line of `text` that starts with it, unquoted.
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
 fn field(text: &str, key: &str) -> String {
     text.lines()
         .find_map(|l| l.strip_prefix(key))
@@ -22,17 +24,16 @@ fn field(text: &str, key: &str) -> String {
 }
 
 /// The version of package `name` in a Cargo.lock.
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
 fn locked(lock: &str, name: &str) -> String {
     let at = lock
         .find(&format!("name = \"{name}\"\nversion = "))
         .unwrap_or_else(|| panic!("{name} is not in the lock file"));
-    field(
-        &lock[at..].lines().nth(1).unwrap_or_default().to_owned(),
-        "version = ",
-    )
+    field(lock[at..].lines().nth(1).unwrap_or_default(), "version = ")
 }
 
 /// `scripts/release.sh args` with `dir` as the repository.
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
 fn release(dir: &Path, args: &[&str]) -> Output {
     Command::new("bash")
         .arg(root().join("scripts/release.sh"))
@@ -53,6 +54,7 @@ const VERSION_FILES: &[&str] = &[
 ];
 
 /// A temporary copy of `files` of the repository.
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
 fn copy_of(files: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for f in files {
