@@ -308,14 +308,50 @@ pub fn validate(
             }
         }
     }
+    ratchet(&mut causes, obj, old);
     if causes.is_empty() {
         causes.extend(cel_causes(compiled, obj, old));
+        ratchet(&mut causes, obj, old);
     }
     if causes.is_empty() {
         return Ok(());
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     Err(ApiError::invalid(g.kind, g.group, name, &causes))
+}
+
+/// Validation ratcheting (CRDValidationRatcheting, on by default since Kubernetes 1.30 and
+/// GA in 1.33): on an update, an error at a field whose value is the same as in the stored
+/// object is dropped, so an object stored before a stricter schema (or past it) can still
+/// be updated, its status included, as long as the update leaves the invalid value alone.
+fn ratchet(causes: &mut Vec<Cause>, obj: &Value, old: Option<&Value>) {
+    let Some(old) = old else {
+        return;
+    };
+    causes.retain(|(_, path, _)| {
+        let (Some(was), Some(is)) = (value_at_path(old, path), value_at_path(obj, path)) else {
+            return true;
+        };
+        was != is
+    });
+}
+
+/// The value at a field path as causes name it (`spec.apply.windows[0].end`).
+fn value_at_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut v = obj;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indexes) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            v = v.get(name)?;
+        }
+        for index in indexes.split(['[', ']']).filter(|i| !i.is_empty()) {
+            v = v.get(index.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(v)
 }
 
 /// Whether a schema has an `x-kubernetes-validations` rule anywhere in it.
@@ -390,5 +426,33 @@ mod tests {
             "metadata": {"name": "p"},
             "spec": {"apply": {"canary": {"pods": "0%", "duration": "5m"}}}});
         assert!(!cel_causes(&compiled, &bad, None).is_empty());
+    }
+
+    fn cause(path: &str) -> Cause {
+        ("FieldValueNotSupported".into(), path.into(), "bad".into())
+    }
+
+    #[test]
+    fn an_update_keeping_an_invalid_value_is_ratcheted_one_changing_it_is_not() {
+        let old = json!({"spec": {"mode": "auto", "apply": {"windows": [{"end": "x"}]}},
+            "status": {}});
+        let mut status_update = old.clone();
+        status_update["status"] = json!({"conditions": []});
+        let mut causes = vec![cause("spec.mode"), cause("spec.apply.windows[0].end")];
+        ratchet(&mut causes, &status_update, Some(&old));
+        assert!(causes.is_empty(), "{causes:?}");
+
+        let mut changed = old.clone();
+        changed["spec"]["mode"] = json!("sometimes");
+        let mut causes = vec![cause("spec.mode"), cause("spec.apply.windows[0].end")];
+        ratchet(&mut causes, &changed, Some(&old));
+        assert_eq!(causes, vec![cause("spec.mode")]);
+
+        // A create has nothing to ratchet against; a missing field is never ratcheted.
+        let mut causes = vec![cause("spec.mode"), cause("spec.selector")];
+        ratchet(&mut causes, &changed, None);
+        assert_eq!(causes.len(), 2);
+        ratchet(&mut causes, &changed, Some(&old));
+        assert_eq!(causes, vec![cause("spec.mode"), cause("spec.selector")]);
     }
 }
