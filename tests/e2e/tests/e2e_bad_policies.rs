@@ -27,11 +27,14 @@ fn policy_gvr() -> Gvr {
     )
 }
 
+/// A bad policy: its name, how the good spec is spoiled, the fields the condition names.
+type BadPolicy = (&'static str, fn(&mut Value), &'static [&'static str]);
+
 /// The bad policies: a name, how the good spec is spoiled, and the fields the condition
 /// must name. Seventeen maintenance windows (one over the limit) are not here: the agent
 /// still uses each valid window, which is what sixteen of them would let in, so a write
 /// there is no wider than good input (`kerf-api/tests/crd_bad_input.rs` names the list).
-fn bad_policies() -> Vec<(&'static str, fn(&mut Value), &'static [&'static str])> {
+fn bad_policies() -> Vec<BadPolicy> {
     vec![
         ("mode", |s| s["mode"] = json!("auto"), &["spec.mode"]),
         (
