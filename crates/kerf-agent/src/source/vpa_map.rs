@@ -4,7 +4,7 @@
 //! - Only a VPA whose `spec.targetRef` names a Deployment, StatefulSet or DaemonSet counts.
 //! - `updateMode` `Off` or `Initial`: `status.recommendation.containerRecommendations[]
 //!   .target` are the recommended requests. Any other mode (`Recreate`, `Auto`,
-//!   `InPlaceOrRecreate`, `InPlace`, unset, which VPA reads as `Auto`, or unknown) means
+//!   `InPlaceOrRecreate`, `InPlace`, unset, which VPA reads as `Recreate`, or unknown) means
 //!   the VPA updates the pods itself: the workload is held `VPAActive`.
 //! - Confidence of a container: `1 / (1 + spread)`, where the spread is the widest of CPU
 //!   and memory of `(upperBound - lowerBound) / target`; a missing or unreadable bound
@@ -161,16 +161,18 @@ impl Vpa {
         Some((WorkloadKind::parse(&t.kind)?, t.name.as_str()))
     }
 
-    /// The update mode as written; VPA reads an unset one as `Auto`.
-    pub fn update_mode(&self) -> &str {
+    /// The update mode as written, if it is.
+    pub fn update_mode(&self) -> Option<&str> {
         let mode = self.spec.update_policy.as_ref();
         mode.and_then(|p| p.update_mode.as_deref())
-            .unwrap_or("Auto")
     }
 
-    /// Why the VPA holds its workload (it updates the pods itself), if it does.
+    /// Why the VPA holds its workload (it updates the pods itself), if it does. An unset
+    /// mode is VPA's default, which updates pods (`Recreate`, `Auto` in older versions).
     pub fn hold(&self) -> Option<String> {
-        let mode = self.update_mode();
+        let mode = self
+            .update_mode()
+            .unwrap_or("unset, VPA's default Recreate");
         (!READ_ONLY_MODES.contains(&mode)).then(|| {
             format!(
                 "VerticalPodAutoscaler {}/{} updates the pods itself (updateMode {mode}); set it \

@@ -160,9 +160,12 @@ fn only_off_and_initial_leave_pods_to_kerf_every_other_mode_holds() {
         assert!(hold.contains("shop/web-vpa"), "{hold}");
         assert!(hold.contains(&format!("updateMode {mode}")), "{hold}");
     }
-    // VPA reads an unset mode as Auto.
+    // VPA reads an unset mode as Recreate.
     let unset = vpa(None, st).hold().unwrap_or_default();
-    assert!(unset.contains("updateMode Auto"), "{unset}");
+    assert!(
+        unset.contains("updateMode unset, VPA's default Recreate"),
+        "{unset}"
+    );
 }
 
 #[test]
