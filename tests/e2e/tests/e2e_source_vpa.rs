@@ -181,3 +181,56 @@ async fn an_auto_mode_vpa_holds_its_workload_vpa_active() -> anyhow::Result<()> 
     env.stop_agent().await;
     Ok(())
 }
+
+// The in-cluster approve-once (annotation kerf.getkerf.dev/approve, docs/sources.md): in
+// audit the VPA's recommendation waits; the annotation naming its id lets it in once.
+// sim
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approve_annotation_lets_an_audit_recommendation_in_once() -> anyhow::Result<()> {
+    let mut env = Env::start("e2e-source-vpa-approve").await?;
+    if !env.sim_only("e2e_source_vpa") {
+        return Ok(());
+    }
+    apply_vpa_crd(&env).await?;
+    env.web(1).await?;
+    let mut spec = policy(&env.ns);
+    spec["mode"] = json!("audit");
+    env.policy("vpa-audit", spec).await?;
+    vpa(&env, "web", "web", "Off", "150m", "200Mi").await?;
+    env.start_agent_with(vpa_settings(&env)?).await;
+
+    let rsr = env.wait_phase("web", "Skipped").await?;
+    assert_eq!(rsr["status"]["summary"]["reason"], "ModeAudit");
+    let id = rsr["spec"]["recommendationID"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // An annotation naming another recommendation approves nothing.
+    annotate(&env, "vpa-0000000000000000").await?;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    env.assert_cpu_unchanged("web", "200m").await?;
+
+    annotate(&env, &id).await?;
+    let rsr = env.wait_phase("web", "Applied").await?;
+    assert_eq!(
+        rsr["status"]["summary"]["reason"], "ApprovedOnce",
+        "{}",
+        rsr["status"]
+    );
+    let approval = rsr["status"]["change"]["approvalId"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(approval.starts_with("annotation-"), "{approval}");
+    assert_eq!(rsr["status"]["consumedApprovals"], json!([approval]));
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// Sets the annotation `kerf.getkerf.dev/approve` of Deployment `web` to `id`.
+async fn annotate(env: &Env, id: &str) -> anyhow::Result<()> {
+    let patch = json!({"metadata": {"annotations": {kerf_api::wellknown::ANNOTATION_APPROVE: id}}});
+    env.deployments()
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
