@@ -754,11 +754,13 @@ fn json_logs_are_one_object_per_line() {
     assert_eq!(last["level"], "ERROR");
 }
 
+#[allow(clippy::expect_used)] // test helper: a refused setting fails the test
 fn held_source(extra: &[&str]) -> Settings {
     let env = |_: &str| None;
     let mut all = vec!["--leader-identity", "a"];
     all.extend_from_slice(extra);
-    Settings::from_args_holding(&args(&all).unwrap(), &env).unwrap()
+    let a = args(&all).expect("flags parse");
+    Settings::from_args_holding(&a, &env).expect("held, not refused")
 }
 
 fn source_message(s: &Settings) -> String {
