@@ -5,7 +5,7 @@
 //! last recommendations stay and turn stale after `hub.staleAfter` (`SourceUnavailable`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -41,7 +41,8 @@ pub async fn run(ctx: Context, tx: watch::Sender<HubState>, first_read: watch::S
     let mut stream = std::pin::pin!(stream);
     let mut store = Store::new();
     let mut listing = Store::new();
-    let (mut listed, mut healthy) = (false, false);
+    let mut listed = false;
+    let mut health = WatchHealth::default();
     let interval = ctx
         .settings
         .hub
@@ -54,11 +55,11 @@ pub async fn run(ctx: Context, tx: watch::Sender<HubState>, first_read: watch::S
         let changed = tokio::select! {
             ev = stream.next() => match ev {
                 Some(Ok(ev)) => {
-                    healthy = true;
+                    health.answered();
                     apply(&mut store, &mut listing, &mut listed, ev)
                 }
                 Some(Err(e)) => {
-                    healthy = false;
+                    health.failed(Instant::now());
                     tracing::warn!(error = %e, "VerticalPodAutoscaler watch failed; the last recommendations stay");
                     false
                 }
@@ -67,13 +68,43 @@ pub async fn run(ctx: Context, tx: watch::Sender<HubState>, first_read: watch::S
             _ = tick.tick() => true,
             _ = async { let _ = shutdown.wait_for(|s| *s).await; } => return,
         };
-        if changed && listed && healthy {
+        if changed && listed && health.is_healthy(Instant::now()) {
             let now = ctx.clock.now();
             let hub = tx.borrow().clone();
             let read = read(&ctx.cache, &ctx.settings, &hub, &store, now);
             publish(&tx, read, now, ctx.settings.hub.stale_after);
             first_read.send_replace(true);
         }
+    }
+}
+
+/// A watch that failed this recently may still be failing: its retries come at most
+/// about 12.5 s apart (`cache::watch_backoff`), so a failing list or watch fails again
+/// within this time.
+pub const FAILING_FOR: Duration = Duration::from_secs(30);
+
+/// Whether the watch reads VPAs: after an answer, or [`FAILING_FOR`] after its last error
+/// (a watch that resumed after an error says nothing until a VPA changes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WatchHealth {
+    last_error: Option<Instant>,
+}
+
+impl WatchHealth {
+    /// The watch answered (a listed or changed VPA).
+    pub fn answered(&mut self) {
+        self.last_error = None;
+    }
+
+    /// The list or watch failed at `at`.
+    pub fn failed(&mut self, at: Instant) {
+        self.last_error = Some(at);
+    }
+
+    /// Whether what was read counts as current at `now`.
+    pub fn is_healthy(&self, now: Instant) -> bool {
+        self.last_error
+            .is_none_or(|t| now.saturating_duration_since(t) >= FAILING_FOR)
     }
 }
 
@@ -169,4 +200,55 @@ pub fn read(
             .push(recommendation(chosen, key.kind, &current, limits, now));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(name: &str, mode: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"targetRef": {"kind": "Deployment", "name": "web"},
+                     "updatePolicy": {"updateMode": mode}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_listing_replaces_the_store_only_once_done_and_unchanged_objects_change_nothing() {
+        let (mut store, mut listing, mut listed) = (Store::new(), Store::new(), false);
+        let mut ev = |e| apply(&mut store, &mut listing, &mut listed, e);
+        assert!(!ev(Event::Init));
+        assert!(!ev(Event::InitApply(obj("a", "Off"))));
+        assert!(ev(Event::InitDone));
+        assert!(ev(Event::Apply(obj("b", "Off"))));
+        assert!(!ev(Event::Apply(obj("b", "Off"))), "the same VPA again");
+        assert!(ev(Event::Apply(obj("b", "Auto"))));
+        assert!(ev(Event::Delete(obj("a", "Off"))));
+        assert!(!ev(Event::Delete(obj("a", "Off"))));
+        assert!(listed);
+        let names: Vec<&str> = store.keys().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        // A relist that is not done leaves the store as it was.
+        let mut ev = |e| apply(&mut store, &mut listing, &mut listed, e);
+        assert!(!ev(Event::Init));
+        assert!(!ev(Event::InitApply(obj("c", "Off"))));
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_watch_is_unhealthy_until_it_answers_or_has_not_failed_for_a_while() {
+        let t0 = Instant::now();
+        let mut h = WatchHealth::default();
+        assert!(h.is_healthy(t0));
+        h.failed(t0);
+        assert!(!h.is_healthy(t0 + Duration::from_secs(29)));
+        assert!(h.is_healthy(t0 + FAILING_FOR));
+        h.failed(t0 + Duration::from_secs(40));
+        assert!(!h.is_healthy(t0 + Duration::from_secs(41)));
+        h.answered();
+        assert!(h.is_healthy(t0 + Duration::from_secs(41)));
+    }
 }
