@@ -119,6 +119,13 @@ async fn an_off_mode_vpa_recommends_and_the_change_goes_in_place_without_a_hub()
         assert_pod_requests(p, "150m", "200Mi");
     }
     assert_template_requests(&env.deployment_json("web").await?, "200m", "256Mi");
+    let wide = kerf_testkit::kubectl_stdout(
+        &env.kubeconfig_path(),
+        &["get", "rsr", "-n", &env.ns, "-o", "wide"],
+    )?;
+    let rows = kerf_testkit::table(&wide);
+    let source = rows.get("web").and_then(|r| r.get("SOURCE"));
+    assert_eq!(source.map(String::as_str), Some("vpa"), "{wide}");
 
     let rsr = env
         .wait_rsr("web", "HealthWatch True/Healthy", WAIT, |r| {
