@@ -95,10 +95,16 @@ pub struct DecisionArgs {
     )]
     pub cluster_name: Option<String>,
 
-    /// Base URL of the hub (http or https). Without it every workload is blocked
-    /// HubUnreachable.
+    /// Base URL of the hub (http or https). Without it, and without
+    /// --recommendation-source, the agent starts held (not ready) and makes no change.
     #[arg(long, env = "KERF_HUB_URL", help_heading = "Hub")]
     pub hub_url: Option<String>,
+
+    /// Where recommendations come from: `hub` (fetched from --hub-url; the default when it
+    /// is set) or `vpa` (VerticalPodAutoscaler objects in `Off` or `Initial` mode, without a
+    /// hub). See docs/sources.md.
+    #[arg(long, env = "KERF_RECOMMENDATION_SOURCE", help_heading = "Hub")]
+    pub recommendation_source: Option<String>,
 
     /// File holding the hub's bearer token (mounted from a Secret); read at each request.
     #[arg(long, env = "KERF_HUB_TOKEN_FILE", help_heading = "Hub")]

@@ -104,6 +104,14 @@ pub async fn explain_with(
 
 /// The hub's state after one fetch of config and recommendations, and what failed.
 async fn hub_state(settings: &Settings) -> (HubState, Vec<String>) {
+    if settings.recommendation_source.is_local() {
+        // The rsr holds the source's recommendation; the configuration is the agent's own.
+        let mut state = crate::source::empty_state(settings.recommendation_source);
+        let now = Utc::now();
+        crate::source::record(&mut state, Default::default(), now);
+        state.refresh(settings.hub.stale_after);
+        return (state, Vec::new());
+    }
     let Some(url) = settings.hub.url.clone() else {
         return (HubState::default(), vec!["no --hub-url set".to_owned()]);
     };

@@ -23,6 +23,7 @@ pub mod report;
 pub mod rsr_sync;
 pub mod runtime;
 pub mod settings;
+pub mod source;
 pub mod status;
 pub mod summary;
 pub mod webhook;

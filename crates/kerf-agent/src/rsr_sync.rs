@@ -27,7 +27,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kerf_api::hub::{Approval, Recommendation, RecommendationList};
-use kerf_api::rsr::{ApprovalRef, RightsizingRecommendationSpec, WorkloadRef};
+use kerf_api::rsr::{
+    ApprovalRef, RecommendationSource, RightsizingRecommendationSpec, WorkloadRef,
+};
 use kerf_api::validate::validate_recommendation_spec;
 use kerf_api::wellknown::{
     API_GROUP_VERSION, FIELD_MANAGER, LABEL_WORKLOAD_KIND, LABEL_WORKLOAD_NAME,
@@ -175,6 +177,7 @@ pub fn spec_for(
         settings: Some(rec.settings.clone()),
         containers: rec.containers.clone(),
         approval,
+        source: None,
     }
 }
 
@@ -278,6 +281,16 @@ pub fn is_withdrawn(entry: &RsrEntry) -> bool {
     annotation(entry, ANNOTATION_WITHDRAWN).is_some()
 }
 
+/// Where the recommendations being mirrored come from: the hub's approvals of them (none
+/// without a hub) and the agent's source, written into each rsr's `spec.source`.
+#[derive(Clone, Copy, Debug)]
+pub struct Origin<'a> {
+    /// The hub's approvals.
+    pub approvals: &'a [Approval],
+    /// The agent's recommendation source.
+    pub source: RecommendationSource,
+}
+
 /// What one sync pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncReport {
@@ -301,7 +314,7 @@ pub async fn sync(
     client: &kube::Client,
     cache: &CacheSet,
     list: &RecommendationList,
-    approvals: &[Approval],
+    origin: Origin<'_>,
     now: DateTime<Utc>,
     concurrency: usize,
     handled: impl Fn(Vec<WorkloadKey>) + Send + Sync,
@@ -328,7 +341,7 @@ pub async fn sync(
     // 35 MB at once.
     let jobs = groups
         .into_values()
-        .map(|group| sync_reported(client, cache, list, group, approvals, now, handled));
+        .map(|group| sync_reported(client, cache, list, group, origin, now, handled));
     let results: Vec<_> = futures::stream::iter(jobs)
         .buffer_unordered(concurrency.max(1))
         .collect()
@@ -379,7 +392,7 @@ async fn sync_reported(
     cache: &CacheSet,
     list: &RecommendationList,
     group: Vec<(usize, Arc<WorkloadInfo>)>,
-    approvals: &[Approval],
+    origin: Origin<'_>,
     now: DateTime<Utc>,
     handled: &(dyn Fn(Vec<WorkloadKey>) + Send + Sync),
 ) -> Vec<Result<Option<(String, bool)>, SyncError>> {
@@ -388,7 +401,7 @@ async fn sync_reported(
         .into_iter()
         .filter_map(|(i, w)| Some((list.recommendations.get(i)?, w)))
         .collect();
-    let out = sync_group(client, cache, group, approvals, now).await;
+    let out = sync_group(client, cache, group, origin, now).await;
     handled(keys);
     out
 }
@@ -398,12 +411,12 @@ async fn sync_group(
     client: &kube::Client,
     cache: &CacheSet,
     group: Vec<(&Recommendation, Arc<WorkloadInfo>)>,
-    approvals: &[Approval],
+    origin: Origin<'_>,
     now: DateTime<Utc>,
 ) -> Vec<Result<Option<(String, bool)>, SyncError>> {
     let mut out = Vec::with_capacity(group.len());
     for (rec, workload) in group {
-        out.push(sync_one(client, cache, rec, &workload, approvals, now).await);
+        out.push(sync_one(client, cache, rec, &workload, origin, now).await);
     }
     out
 }
@@ -420,7 +433,7 @@ async fn sync_one(
     cache: &CacheSet,
     rec: &Recommendation,
     workload: &WorkloadInfo,
-    approvals: &[Approval],
+    origin: Origin<'_>,
     now: DateTime<Utc>,
 ) -> Result<Option<(String, bool)>, SyncError> {
     let key = &workload.key;
@@ -430,7 +443,15 @@ async fn sync_one(
         .filter_map(|r| r.rsr.as_ref().ok()?.status.as_ref())
         .flat_map(|s| s.consumed_approvals.iter().cloned())
         .collect();
-    let desired = spec_for(rec, key.kind, &workload.uid, approvals, &consumed, now);
+    let mut desired = spec_for(
+        rec,
+        key.kind,
+        &workload.uid,
+        origin.approvals,
+        &consumed,
+        now,
+    );
+    desired.source = Some(origin.source);
     let refused = validate_recommendation_spec(&desired);
     if !refused.is_empty() {
         return sync_invalid(client, cache, &desired, workload, &refused, now).await;

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kerf_api::policy::{RightsizingPolicySpec, Window};
+use kerf_api::rsr::RecommendationSource;
 use serde::Serialize;
 
 use crate::cli::{DecisionArgs, LogFormat, RunArgs};
@@ -26,7 +27,7 @@ pub use parse::{
 };
 use parse::{
     duration, is_dns_label, is_dns_subdomain, opt_url, parse_cluster_name, parse_count,
-    parse_log_filter, positive_duration,
+    parse_log_filter, parse_recommendation_source, positive_duration,
 };
 
 /// Namespace used when neither the flag, POD_NAMESPACE nor the service account name one.
@@ -100,6 +101,8 @@ pub struct Settings {
     pub cluster_name: String,
     /// Namespace the agent runs in.
     pub namespace: String,
+    /// Where recommendations come from (`recommendations.source`).
+    pub recommendation_source: RecommendationSource,
     /// Hub connection.
     pub hub: HubSettings,
     /// Tolerance: changes smaller than this keep the current value.
@@ -346,6 +349,9 @@ impl Settings {
         Ok(Settings {
             cluster_name: parse_cluster_name(
                 args.decision.cluster_name.as_deref().unwrap_or_default(),
+            )?,
+            recommendation_source: parse_recommendation_source(
+                args.decision.recommendation_source.as_deref(),
             )?,
             hub: HubSettings {
                 url: opt_url("hub-url", args.decision.hub_url.as_deref())?,

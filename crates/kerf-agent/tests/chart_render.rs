@@ -410,3 +410,34 @@ fn network_policy_admits_the_webhook_from_anywhere_and_metrics_from_monitoring()
         yaml("{podSelector: {matchLabels: {app: vmagent}}}")
     );
 }
+
+/// Whether the rendered ClusterRole may read VerticalPodAutoscalers.
+fn reads_vpas(docs: &[Value]) -> Res<bool> {
+    let role = kind(docs, "ClusterRole")?;
+    Ok(role["rules"].as_sequence().into_iter().flatten().any(|r| {
+        r["apiGroups"][0].as_str() == Some("autoscaling.k8s.io")
+            && r["resources"][0].as_str() == Some("verticalpodautoscalers")
+    }))
+}
+
+// The source reaches the agent through the ConfigMap; the ClusterRole reads VPAs only
+// with the vpa source (docs/sources.md).
+#[test]
+fn the_vpa_source_reaches_the_agent_and_alone_adds_the_vpa_rule() {
+    let helm = chart_support::helm();
+    let docs = render(&helm, &["--set", "recommendations.source=vpa"]).unwrap();
+    let env = agent_env(&docs).unwrap();
+    assert_eq!(env["KERF_RECOMMENDATION_SOURCE"], "vpa");
+    let s = settings(&docs).unwrap();
+    assert_eq!(s["recommendationSource"], "vpa", "{s}");
+    assert!(s.get("invalidSettings").is_none(), "{s}");
+    assert!(reads_vpas(&docs).unwrap());
+    let hub = render(&helm, &["--set", "hub.url=https://hub.example"]).unwrap();
+    assert!(!reads_vpas(&hub).unwrap());
+    assert!(
+        !agent_env(&hub)
+            .unwrap()
+            .contains_key("KERF_RECOMMENDATION_SOURCE")
+    );
+    assert_eq!(settings(&hub).unwrap()["recommendationSource"], "hub");
+}

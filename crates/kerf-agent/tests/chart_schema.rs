@@ -303,3 +303,11 @@ fn every_key_of_the_schema_is_a_value_of_the_chart() {
         "in the schema but not in values.yaml: {missing:?}"
     );
 }
+
+#[test]
+fn a_recommendation_source_that_is_not_one_is_refused() {
+    assert_refused(
+        &["--set", "recommendations.source=vpaa"],
+        &["'/recommendations/source'", "vpa"],
+    );
+}

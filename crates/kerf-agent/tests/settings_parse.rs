@@ -569,7 +569,8 @@ fn run_with_an_invalid_cluster_setting_does_not_exit_2() {
 fn an_invalid_cluster_setting_is_held_and_named_and_other_flags_still_fail() {
     let env = |_: &str| None;
     let bad_tz = r#"[{"schedule":"0 2 * * *","duration":"2h","timeZone":"Europe/Berln"}]"#;
-    let a = args(&["--freeze-windows", bad_tz, "--leader-identity", "a"]).unwrap();
+    let hub = "--hub-url=https://hub.example";
+    let a = args(&["--freeze-windows", bad_tz, "--leader-identity", "a", hub]).unwrap();
     let s = Settings::from_args_holding(&a, &env).unwrap();
     assert!(s.holding());
     assert!(s.freeze.windows.is_empty(), "the setting is left out");
@@ -601,6 +602,7 @@ fn an_invalid_cluster_setting_is_held_and_named_and_other_flags_still_fail() {
         &path,
         "--leader-identity",
         "a",
+        hub,
     ])
     .unwrap();
     let s = Settings::from_args_holding(&a, &env).unwrap();
@@ -623,7 +625,7 @@ fn an_invalid_cluster_setting_is_held_and_named_and_other_flags_still_fail() {
         .to_string();
     assert!(e.starts_with("invalid --tolerance"), "{e}");
     // A good setting is not held.
-    let a = args(&["--leader-identity", "a"]).unwrap();
+    let a = args(&["--leader-identity", "a", "--hub-url", "https://hub.example"]).unwrap();
     assert!(!Settings::from_args_holding(&a, &env).unwrap().holding());
 }
 
@@ -750,4 +752,73 @@ fn json_logs_are_one_object_per_line() {
     let last: serde_json::Value = serde_json::from_str(lines[lines.len() - 1]).unwrap();
     assert_eq!(last["message"], "kerf-agent stopped", "{last}");
     assert_eq!(last["level"], "ERROR");
+}
+
+#[allow(clippy::expect_used)] // test helper: a refused setting fails the test
+fn held_source(extra: &[&str]) -> Settings {
+    let env = |_: &str| None;
+    let mut all = vec!["--leader-identity", "a"];
+    all.extend_from_slice(extra);
+    let a = args(&all).expect("flags parse");
+    Settings::from_args_holding(&a, &env).expect("held, not refused")
+}
+
+fn source_message(s: &Settings) -> String {
+    let held: Vec<&str> = s.invalid_settings.iter().map(|i| i.setting).collect();
+    assert_eq!(held, ["recommendations.source"], "{:?}", s.invalid_settings);
+    s.invalid_settings[0].message.clone()
+}
+
+#[test]
+fn the_recommendation_source_is_hub_with_a_hub_url_and_vpa_without_one() {
+    use kerf_api::rsr::RecommendationSource;
+    let s = held_source(&["--hub-url", "https://hub.example"]);
+    assert_eq!(s.recommendation_source, RecommendationSource::Hub);
+    assert!(!s.holding());
+    let s = held_source(&["--recommendation-source", "vpa"]);
+    assert_eq!(s.recommendation_source, RecommendationSource::Vpa);
+    assert!(!s.holding());
+    let s = held_source(&["--recommendation-source", "hub", "--hub-url", "http://hub"]);
+    assert_eq!(s.recommendation_source, RecommendationSource::Hub);
+    assert!(!s.holding());
+}
+
+#[test]
+fn a_bad_recommendation_source_is_held_naming_the_values() {
+    let s = held_source(&["--recommendation-source", "vpaa", "--hub-url", "http://hub"]);
+    assert!(s.holding());
+    let m = source_message(&s);
+    assert!(
+        m.starts_with(r#"invalid --recommendation-source "vpaa": must be one of hub, vpa"#),
+        "{m}"
+    );
+    let reason = s.holding_reason().unwrap_or_default();
+    assert!(
+        reason.starts_with("invalid setting recommendations.source"),
+        "{reason}"
+    );
+    // `run` without holding refuses it outright (explain reads settings this way).
+    let e = err(&["--recommendation-source", "Vpa"]);
+    assert!(e.starts_with("invalid --recommendation-source"), "{e}");
+}
+
+#[test]
+fn no_hub_url_and_no_source_is_held_saying_what_to_set() {
+    let s = held_source(&[]);
+    assert!(s.holding());
+    let m = source_message(&s);
+    assert!(m.contains("set hub.url (--hub-url)"), "{m}");
+    assert!(
+        m.contains("recommendations.source (--recommendation-source) to vpa"),
+        "{m}"
+    );
+    let m = source_message(&held_source(&["--recommendation-source", "hub"]));
+    assert!(m.contains("needs hub.url"), "{m}");
+}
+
+#[test]
+fn a_local_source_with_a_hub_url_is_held_one_source_per_agent() {
+    let s = held_source(&["--recommendation-source", "vpa", "--hub-url", "http://hub"]);
+    let m = source_message(&s);
+    assert!(m.contains("runs without a hub, but hub.url"), "{m}");
 }

@@ -37,7 +37,8 @@ use crate::quantity::{Resource, ResourceRequirements, ResourceValues};
     printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.summary.policy"}"#,
     printcolumn = r#"{"name":"Confidence","type":"string","priority":1,"jsonPath":".spec.confidence"}"#,
     printcolumn = r#"{"name":"Last Change","type":"date","priority":1,"jsonPath":".status.summary.lastChange"}"#,
-    printcolumn = r#"{"name":"Next","type":"string","priority":1,"jsonPath":".status.summary.next"}"#
+    printcolumn = r#"{"name":"Next","type":"string","priority":1,"jsonPath":".status.summary.next"}"#,
+    printcolumn = r#"{"name":"Source","type":"string","priority":1,"jsonPath":".spec.source"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RightsizingRecommendationSpec {
@@ -65,6 +66,61 @@ pub struct RightsizingRecommendationSpec {
     /// A mirror of a hub approval of this recommendation (never an input).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRef>,
+    /// Where the recommendation comes from (the agent's `recommendations.source`); an rsr
+    /// without it was written from the hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<RecommendationSource>,
+}
+
+impl RightsizingRecommendationSpec {
+    /// The source of the recommendation: an rsr written before the field existed came
+    /// from the hub.
+    pub fn source_or_hub(&self) -> RecommendationSource {
+        self.source.unwrap_or(RecommendationSource::Hub)
+    }
+}
+
+/// Where an agent takes its recommendations from (docs/sources.md). One source per agent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RecommendationSource {
+    /// The Kerf hub: recommendations and the cluster configuration are fetched from it.
+    #[default]
+    Hub,
+    /// VerticalPodAutoscaler objects (`autoscaling.k8s.io/v1`) in `Off` or `Initial` mode:
+    /// their recommender's `target` values; no hub.
+    Vpa,
+}
+
+impl RecommendationSource {
+    /// Every source, in the order the docs list them.
+    pub const ALL: &'static [RecommendationSource] =
+        &[RecommendationSource::Hub, RecommendationSource::Vpa];
+
+    /// The name as written in settings and in the rsr (`hub`, `vpa`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecommendationSource::Hub => "hub",
+            RecommendationSource::Vpa => "vpa",
+        }
+    }
+
+    /// The source named `s` (exactly as [`RecommendationSource::as_str`] writes it).
+    pub fn from_name(s: &str) -> Option<RecommendationSource> {
+        Self::ALL.iter().copied().find(|v| v.as_str() == s)
+    }
+
+    /// Whether the agent runs without a hub with this source: the cluster configuration
+    /// comes from its own settings and events stay in the cluster.
+    pub fn is_local(self) -> bool {
+        self != RecommendationSource::Hub
+    }
+}
+
+impl std::fmt::Display for RecommendationSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Reference to the workload.

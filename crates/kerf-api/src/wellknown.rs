@@ -71,6 +71,10 @@ name_list! {
         /// holds every new change until it is removed (or set to `"false"`). An invalid value
         /// reverts nothing and counts as mode `off`.
         ANNOTATION_REVERT = "kerf.getkerf.dev/revert",
+        /// Workload annotation: the `recommendationID` of the rsr approved once, as a hub
+        /// approval would (design D27): in mode `audit` that recommendation goes in once.
+        /// Works with every recommendation source.
+        ANNOTATION_APPROVE = "kerf.getkerf.dev/approve",
     ]
 }
 
@@ -193,6 +197,12 @@ name_list! {
         /// certificate (missing, unreadable, expired or not matching its key): new pods
         /// would start with the template's values.
         REASON_WEBHOOK_CERTIFICATE_UNUSABLE = "WebhookCertificateUnusable",
+        /// blocked: the agent's recommendation source other than the hub (`vpa`) has not
+        /// been read successfully for `hub.staleAfter`; the last recommendations stay.
+        REASON_SOURCE_UNAVAILABLE = "SourceUnavailable",
+        /// blocked: a VerticalPodAutoscaler that updates pods itself (`updateMode`
+        /// `Recreate`, `Auto`, `InPlaceOrRecreate` or `InPlace`) targets the workload.
+        REASON_VPA_ACTIVE = "VPAActive",
     ]
 }
 

@@ -35,7 +35,7 @@ fn ev_09_each_reason_belongs_to_exactly_one_type_and_reasons_lists_them_all() {
     let all: BTreeSet<&str> = REASONS.iter().copied().collect();
     assert_eq!(all.len(), REASONS.len(), "REASONS lists a reason twice");
     assert_eq!(unique, all);
-    assert_eq!(REASONS.len(), 34);
+    assert_eq!(REASONS.len(), 36);
 }
 
 // rule: EV-09
@@ -72,13 +72,15 @@ fn ev_09_reasons_of_each_type_are_the_contracts() {
         ["ApplyError", "ResizeError", "RollbackError", "ReleaseError"]
     );
     let blocked = reasons_for(EventType::Blocked);
-    assert_eq!(blocked.len(), 16);
+    assert_eq!(blocked.len(), 18);
     for r in [
         "Paused",
         "SingleReplicaUnsafe",
         "PodDisruptionBudget",
         "WebhookCertificateUnusable",
         "HPACoupled",
+        "SourceUnavailable",
+        "VPAActive",
     ] {
         assert!(blocked.contains(&r), "{r} missing from blocked");
     }

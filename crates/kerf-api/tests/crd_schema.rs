@@ -314,7 +314,8 @@ fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age(
             "Policy",
             "Confidence",
             "Last Change",
-            "Next"
+            "Next",
+            "Source"
         ]
     );
     // The default view shows the first nine; `-o wide` adds the rest (priority 1).
@@ -322,11 +323,16 @@ fn rsr_printer_columns_show_kind_workload_mode_phase_strategy_values_reason_age(
         .iter()
         .map(|c| c["priority"].as_i64().unwrap_or(0))
         .collect();
-    assert_eq!(priorities, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(priorities, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
     let phase = cols.iter().find(|c| c["name"] == "Phase");
     assert_eq!(
         phase.map(|c| c["jsonPath"].clone()),
         Some(".status.phase".into())
+    );
+    let source = cols.iter().find(|c| c["name"] == "Source");
+    assert_eq!(
+        source.map(|c| c["jsonPath"].clone()),
+        Some(".spec.source".into())
     );
 }
 

@@ -11,8 +11,8 @@ use chrono::{DateTime, Duration, Utc};
 use kerf_api::hub::{Approval, PauseScope};
 use kerf_api::policy::WorkloadKind;
 use kerf_api::rsr::{
-    ChangeRecord, ChangeState, LiveValues, RightsizingRecommendationSpec, RollbackRecord,
-    StrategyStatus,
+    ChangeRecord, ChangeState, LiveValues, RecommendationSource, RightsizingRecommendationSpec,
+    RollbackRecord, StrategyStatus,
 };
 
 use crate::effective::PerResource;
@@ -188,6 +188,12 @@ pub struct HubFacts {
     pub stale_after: Duration,
     /// The pause of Admin → Automation, if any.
     pub pause: Option<PauseScope>,
+    /// The agent's recommendation source: staleness blocks `HubUnreachable` for the hub,
+    /// `SourceUnavailable` for another source (docs/sources.md).
+    pub source: RecommendationSource,
+    /// Why the source holds this workload, if it does: a VerticalPodAutoscaler that
+    /// updates its pods itself (`VPAActive`), named with its mode.
+    pub vpa_active: Option<String>,
 }
 
 /// The cluster-wide freeze of the agent chart (`freeze.now`, `freeze.windows`).

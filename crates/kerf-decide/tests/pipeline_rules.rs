@@ -303,6 +303,39 @@ fn ev_37_no_fresh_recommendation_blocks_hub_unreachable() {
     assert_eq!(reason(&f, &policy()), wk::REASON_HUB_UNREACHABLE);
 }
 
+#[test]
+fn a_stale_source_other_than_the_hub_blocks_source_unavailable_naming_it() {
+    let mut f = facts();
+    f.hub.source = kerf_api::rsr::RecommendationSource::Vpa;
+    f.hub.last_success = Some(now() - Duration::minutes(30));
+    assert_eq!(reason(&f, &policy()), wk::REASON_RECOMMENDATION_APPLIED);
+    f.hub.last_success = Some(now() - Duration::minutes(31));
+    let d = decide(&f, &policy(), now());
+    assert_eq!(block(&d).reason, wk::REASON_SOURCE_UNAVAILABLE);
+    assert!(
+        d.message
+            .contains("the vpa source's recommendations are stale: last successful read 31m"),
+        "{}",
+        d.message
+    );
+    f.hub.last_success = None;
+    assert_eq!(reason(&f, &policy()), wk::REASON_SOURCE_UNAVAILABLE);
+}
+
+#[test]
+fn a_vpa_that_updates_the_pods_holds_the_workload_even_when_fresh() {
+    let mut f = facts();
+    f.hub.source = kerf_api::rsr::RecommendationSource::Vpa;
+    f.hub.vpa_active = Some("VerticalPodAutoscaler shop/web updates the pods itself".into());
+    let d = decide(&f, &policy(), now());
+    assert_eq!(block(&d).reason, wk::REASON_VPA_ACTIVE);
+    assert!(d.message.contains("shop/web"), "{}", d.message);
+    // The mode comes first: audit skips, as for any block.
+    let mut audit = policy();
+    set_mode(&mut audit, Mode::Audit, Mode::Audit);
+    assert_eq!(reason(&f, &audit), wk::REASON_MODE_AUDIT);
+}
+
 // rule: EV-40, GR-47, AP-43
 #[test]
 fn ev_40_a_pause_blocks_with_its_scope() {

@@ -193,12 +193,21 @@ fn assert_wide_table(env: &Env) -> anyhow::Result<()> {
     assert_eq!(cell(&rows, "search", "LAST CHANGE"), "", "{t}");
     // A low confidence waits for the hub, not for a time: no next time.
     assert_eq!(cell(&rows, "shaky", "NEXT"), "", "{t}");
+    // Where the recommendation comes from (docs/sources.md).
+    assert_eq!(cell(&rows, "web", "SOURCE"), "hub", "{t}");
     Ok(())
 }
 
 fn assert_describe_applied(env: &Env) -> anyhow::Result<()> {
     let web = kubectl(env, &["describe", "rsr", "-n", &env.ns, "web"])?;
     assert!(web.contains("Applied:"), "{web}");
+    assert!(
+        web.lines().any(|l| l
+            .trim()
+            .strip_prefix("Source:")
+            .is_some_and(|v| v.trim() == "hub")),
+        "describe names the source:\n{web}"
+    );
     for never in [
         "Failed:",
         "Rolled Back:",

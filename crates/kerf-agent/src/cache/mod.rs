@@ -23,6 +23,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kerf_api::WorkloadKind;
 use tokio::sync::{broadcast, watch};
 
+pub use backoff::watch_backoff;
 pub use cluster::{HpaInfo, NamespaceInfo, NodeInfo, PdbInfo};
 pub use kerf::{ConversionError, PolicyEntry, RsrEntry};
 pub use pods::{PodContainer, PodInfo, PodPhase};

@@ -1,11 +1,15 @@
 //! The hub state the reconciler reads (design D26): the last good recommendations and
 //! configuration, when each was fetched (200 or 304), and until when they count as fresh.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kerf_api::hub::{ClusterConfig, RecommendationList};
+use kerf_api::rsr::RecommendationSource;
+
+use crate::cache::WorkloadKey;
 
 /// A value from the last successful fetch.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,7 +33,7 @@ impl<T: PartialEq> LastGood<T> {
     }
 }
 
-/// What the agent knows of the hub. A failed fetch, a malformed answer or an answer over
+/// What the agent knows of the hub, or of the recommendation source that stands in for it. A failed fetch, a malformed answer or an answer over
 /// the size limit leaves it unchanged.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HubState {
@@ -41,6 +45,11 @@ pub struct HubState {
     pub last_good_config: Option<LastGood<ClusterConfig>>,
     /// The older of both fetch times plus `hub.staleAfter`; `None` until both were fetched.
     pub fresh_until: Option<DateTime<Utc>>,
+    /// Where the recommendations come from (`crate::source` for the sources other than
+    /// the hub, which read rather than fetch, and set the configuration themselves).
+    pub source: RecommendationSource,
+    /// Workloads the source holds, with why (`VPAActive`); the hub holds none.
+    pub holds: Arc<BTreeMap<WorkloadKey, String>>,
 }
 
 impl HubState {

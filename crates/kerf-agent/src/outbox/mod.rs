@@ -118,6 +118,8 @@ pub(crate) struct Shared {
     pub wake: Notify,
     pub metrics: OutboxMetrics,
     pub reporter: Option<Reporter>,
+    /// No hub: an event counts as delivered once recorded and is never buffered.
+    pub local: bool,
 }
 
 impl Shared {
@@ -160,8 +162,25 @@ impl Outbox {
                 wake: Notify::new(),
                 metrics,
                 reporter,
+                local: false,
             }),
         }
+    }
+
+    /// An outbox for an agent without a hub (a recommendation source other than the hub,
+    /// docs/sources.md): [`Outbox::enqueue`] validates and counts an event, reports it
+    /// acknowledged at once (its Kubernetes Event on the rsr is its record) and buffers
+    /// nothing, so nothing waits for a delivery.
+    pub fn local(
+        config: OutboxConfig,
+        metrics: OutboxMetrics,
+        reporter: Option<Reporter>,
+    ) -> Outbox {
+        let mut outbox = Outbox::new(config, metrics, reporter);
+        if let Some(shared) = Arc::get_mut(&mut outbox.shared) {
+            shared.local = true;
+        }
+        outbox
     }
 
     /// Validates and buffers an event; never blocks and never waits for the hub. Returns
@@ -178,6 +197,11 @@ impl Outbox {
                 message: e.to_string(),
             })?
             .len();
+        if self.shared.local {
+            self.shared.metrics.applied.observe(&event);
+            self.shared.report(DeliveryReport::Acked(vec![event.id]));
+            return Ok(true);
+        }
         let pushed = {
             let mut buffer = lock(&self.shared.buffer);
             if !buffer.contains(&event.id) {

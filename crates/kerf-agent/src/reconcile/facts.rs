@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_api::hub::{Approval, ClusterConfig, PolicyDefaults};
 use kerf_api::rsr::{ChangeState, RightsizingRecommendationSpec, RightsizingRecommendationStatus};
 use kerf_api::vecmap::VecMap;
+use kerf_api::wellknown as wk;
 use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
 use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
 use kerf_decide::facts::{
@@ -337,6 +338,31 @@ pub fn pick_approval(
         .cloned()
 }
 
+/// The approval the workload's annotation `kerf.getkerf.dev/approve` gives, when it names
+/// the rsr's recommendation: an approve-once as a hub approval is (design D27), in every
+/// source. Its id is `annotation-` and 16 hex of the SHA-256 of the recommendation id, so
+/// it is carried out once per recommendation; it does not expire.
+pub fn annotation_approval(w: &WorkloadInfo, recommendation_id: &str) -> Option<Approval> {
+    use sha2::{Digest, Sha256};
+    let named = w.annotations.get(wk::ANNOTATION_APPROVE)?;
+    if named.trim() != recommendation_id || recommendation_id.is_empty() {
+        return None;
+    }
+    let digest = Sha256::digest(recommendation_id.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    Some(Approval {
+        approval_id: format!("annotation-{hex}"),
+        workload: kerf_api::hub::HubWorkload {
+            namespace: w.key.namespace.to_string(),
+            kind: w.key.kind.as_str().to_owned(),
+            name: w.key.name.to_string(),
+        },
+        recommendation_id: recommendation_id.to_owned(),
+        approved_by: format!("annotation {}", wk::ANNOTATION_APPROVE),
+        expires_at: DateTime::<Utc>::MAX_UTC,
+    })
+}
+
 /// The facts of one workload and its rsr at `now`.
 pub fn gather(
     src: Sources<'_>,
@@ -362,7 +388,7 @@ pub fn gather(
         })
         .collect();
     let config = src.hub.last_good_config.as_ref().map(|c| c.value.as_ref());
-    let approval = config.and_then(|c| {
+    let hub_approval = config.and_then(|c| {
         pick_approval(
             &c.approvals,
             &w.key,
@@ -371,6 +397,9 @@ pub fn gather(
             now,
         )
     });
+    let approval = annotation_approval(w, &spec.recommendation_id)
+        .filter(|a| !status.consumed_approvals.contains(&a.approval_id))
+        .or(hub_approval);
     let last_success = src.hub.fresh_until.map(|until| {
         until - chrono::Duration::from_std(src.settings.hub.stale_after).unwrap_or_default()
     });
@@ -389,6 +418,8 @@ pub fn gather(
                     .pause_scope
                     .unwrap_or(kerf_api::hub::PauseScope::Cluster)
             }),
+            source: src.hub.source,
+            vpa_active: src.hub.holds.get(&w.key).cloned(),
         },
         cluster_freeze: ClusterFreeze {
             now: src.settings.freeze.now,

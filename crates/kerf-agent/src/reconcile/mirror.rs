@@ -82,6 +82,7 @@ impl Mirror {
         let (client, cache, hub) = (ctx.client.clone(), ctx.cache.clone(), hub.clone());
         let concurrency = usize::try_from(ctx.settings.reconcile.concurrency).unwrap_or(1);
         let now = ctx.clock.now();
+        let source = hub.source;
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let list = hub.last_good_recommendations.as_ref().map(|l| &l.value);
@@ -93,11 +94,12 @@ impl Mirror {
             let Some(list) = list else {
                 return Mirrored::default();
             };
+            let origin = crate::rsr_sync::Origin { approvals, source };
             let handled = |keys| {
                 let _ = tx.send(keys);
             };
             let (report, errors) =
-                crate::rsr_sync::sync(&client, &cache, list, approvals, now, concurrency, handled)
+                crate::rsr_sync::sync(&client, &cache, list, origin, now, concurrency, handled)
                     .await;
             Mirrored {
                 report,

@@ -629,7 +629,8 @@ fn back_off(memory: &mut Memory, key: &WorkloadKey, e: &KeyError, now: DateTime<
 }
 
 /// Starts the controllers of one leader term: the hub client and its poll loop, the
-/// outbox sender, and the reconciler. The tasks stop when the set is dropped or aborted.
+/// outbox sender, and the reconciler; with a source other than the hub, that source's
+/// task (`crate::source`) instead of the hub client, poll loop and sender. The tasks stop when the set is dropped or aborted.
 pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
     let mut tasks = tokio::task::JoinSet::new();
     let (reporter, acks) = ack_channel();
@@ -638,6 +639,16 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
         max_bytes: usize::try_from(ctx.settings.outbox.max_bytes).unwrap_or(usize::MAX),
         ..crate::outbox::OutboxConfig::default()
     };
+    let source = ctx.settings.recommendation_source;
+    if source.is_local() {
+        // No hub: events stay in the cluster (Kubernetes Events, metrics, report), and
+        // count as delivered once recorded; nothing is buffered for a hub.
+        let outbox = Outbox::local(outbox_config, ctx.metrics.outbox.clone(), Some(reporter));
+        let (state, first_read) = crate::source::start(&ctx, source, &mut tasks);
+        let reconciler = Reconciler::new(ctx, state, outbox, acks).with_first_poll(first_read);
+        tasks.spawn(reconciler.run());
+        return tasks;
+    }
     let outbox = Outbox::new(outbox_config, ctx.metrics.outbox.clone(), Some(reporter));
     let mut first_poll = None;
     let hub_rx = match ctx.settings.hub.url.clone() {

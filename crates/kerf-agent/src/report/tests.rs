@@ -78,6 +78,7 @@ fn spec(
             })
             .collect(),
         approval: None,
+        source: None,
     }
 }
 

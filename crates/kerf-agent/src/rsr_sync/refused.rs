@@ -52,6 +52,7 @@ fn held_spec(
         settings: None,
         containers: Vec::new(),
         approval: None,
+        source: desired.source,
     }
 }
 

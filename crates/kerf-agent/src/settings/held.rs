@@ -7,6 +7,10 @@
 //! leaves the setting out, records it as an [`InvalidSetting`], and the runtime then
 //! starts without acting: not ready, naming the setting, and no change to anything. Every
 //! other bad flag still stops startup.
+//!
+//! `recommendations.source` is held the same way: a value that is not a source, no source
+//! at all (no hub URL and no `recommendations.source`), or a source other than the hub
+//! together with a hub URL.
 
 use serde::Serialize;
 
@@ -24,10 +28,14 @@ pub struct InvalidSetting {
 }
 
 /// The flags of the cluster settings and the chart values they come from.
-pub const CLUSTER_SETTINGS: [(&str, &str); 2] = [
+pub const CLUSTER_SETTINGS: [(&str, &str); 3] = [
     ("freeze-windows", "freeze.windows"),
     ("cluster-defaults-file", "clusterDefaults"),
+    ("recommendation-source", SOURCE_SETTING),
 ];
+
+/// The chart value of `--recommendation-source`.
+const SOURCE_SETTING: &str = "recommendations.source";
 
 impl SettingsError {
     /// The flag the error is about, if it names one.
@@ -50,10 +58,18 @@ impl Settings {
         env: EnvLookup<'_>,
     ) -> Result<Settings, SettingsError> {
         let mut args = args.clone();
-        let mut invalid = Vec::new();
+        let mut invalid: Vec<InvalidSetting> = Vec::new();
         loop {
             let error = match Settings::from_args(&args, env) {
                 Ok(mut settings) => {
+                    if invalid.iter().all(|i| i.setting != SOURCE_SETTING)
+                        && let Some(message) = source_problem(&args, &settings)
+                    {
+                        invalid.push(InvalidSetting {
+                            setting: SOURCE_SETTING,
+                            message,
+                        });
+                    }
                     settings.invalid_settings = invalid;
                     return Ok(settings);
                 }
@@ -94,12 +110,43 @@ impl Settings {
     }
 }
 
+/// Why the source and the hub URL cannot go together: no hub URL and no source (nothing
+/// to take recommendations from), or a source other than the hub with a hub URL (one
+/// source per agent, docs/decisions.md).
+fn source_problem(args: &RunArgs, settings: &Settings) -> Option<String> {
+    let source = settings.recommendation_source;
+    let given = args
+        .decision
+        .recommendation_source
+        .as_deref()
+        .is_some_and(|s| !s.trim().is_empty());
+    match (source.is_local(), settings.hub.url.is_some()) {
+        (false, false) if !given => Some(
+            "no recommendation source: set hub.url (--hub-url) to take recommendations from \
+             the hub, or recommendations.source (--recommendation-source) to vpa to run \
+             without a hub"
+                .to_owned(),
+        ),
+        (false, false) => Some(
+            "--recommendation-source hub needs hub.url (--hub-url); set it, or choose vpa to \
+             run without a hub"
+                .to_owned(),
+        ),
+        (true, true) => Some(format!(
+            "--recommendation-source {source} runs without a hub, but hub.url (--hub-url) is \
+             set: unset hub.url, or set recommendations.source to hub"
+        )),
+        _ => None,
+    }
+}
+
 /// Clears the flag's value in `args`; false when it was already clear (nothing to leave
 /// out, so the error is not about its value).
 fn leave_out(args: &mut RunArgs, flag: &str) -> bool {
     match flag {
         "freeze-windows" => args.decision.freeze_windows.take().is_some(),
         "cluster-defaults-file" => args.decision.cluster_defaults_file.take().is_some(),
+        "recommendation-source" => args.decision.recommendation_source.take().is_some(),
         _ => false,
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kerf_api::policy::{RightsizingPolicySpec, Window};
+use kerf_api::rsr::RecommendationSource;
 use kerf_decide::duration::{DurationError, format_go_duration, parse_go_duration};
 use kerf_decide::window::parse_window;
 use serde_json::Value;
@@ -25,6 +26,27 @@ pub(crate) fn parse_cluster_name(s: &str) -> Result<String, SettingsError> {
             "must be a DNS subdomain (lowercase letters, digits, '-' and '.')",
         ))
     }
+}
+
+/// The recommendation source: one of [`RecommendationSource::ALL`] by name; unset or empty
+/// is `hub` (whether a hub is then set is checked by `Settings::from_args_holding`).
+pub(crate) fn parse_recommendation_source(
+    s: Option<&str>,
+) -> Result<RecommendationSource, SettingsError> {
+    let Some(s) = s.filter(|s| !s.trim().is_empty()) else {
+        return Ok(RecommendationSource::Hub);
+    };
+    RecommendationSource::from_name(s.trim()).ok_or_else(|| {
+        let names: Vec<&str> = RecommendationSource::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect();
+        SettingsError::invalid(
+            "recommendation-source",
+            s,
+            format!("must be one of {}", names.join(", ")),
+        )
+    })
 }
 
 /// A DNS label: lowercase letters, digits and `-`, at most 63.

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use chrono::{DateTime, Duration, Utc};
 use kerf_api::Resource;
 use kerf_api::policy::Strategy;
-use kerf_api::rsr::HpaChange;
+use kerf_api::rsr::{HpaChange, RecommendationSource};
 use kerf_api::wellknown as wk;
 
 use super::finish::mode_reason;
@@ -250,14 +250,42 @@ pub(super) fn hub_value(age: Option<Duration>) -> String {
     }
 }
 
+/// Check 2: a VerticalPodAutoscaler that updates the workload's pods holds it
+/// (`VPAActive`); else recommendations older than `hub.staleAfter` block new changes,
+/// `HubUnreachable` for the hub and `SourceUnavailable` for another source.
 fn hub(ctx: &Ctx<'_>) -> Option<Outcome> {
+    let facts = &ctx.facts.hub;
+    if let Some(vpa) = &facts.vpa_active {
+        let b = Block::new(wk::REASON_VPA_ACTIVE, Check::HubReachable, vpa.clone());
+        return Some(Outcome::Block(b));
+    }
     let age = hub_age(ctx);
-    if age.is_some_and(|a| a <= ctx.facts.hub.stale_after) {
+    if age.is_some_and(|a| a <= facts.stale_after) {
         return None;
     }
-    let message = format!("the hub's recommendations are stale: {}", hub_value(age));
-    let b = Block::new(wk::REASON_HUB_UNREACHABLE, Check::HubReachable, message);
-    Some(Outcome::Block(b))
+    let (reason, message) = match facts.source {
+        RecommendationSource::Hub => (
+            wk::REASON_HUB_UNREACHABLE,
+            format!("the hub's recommendations are stale: {}", hub_value(age)),
+        ),
+        source => (
+            wk::REASON_SOURCE_UNAVAILABLE,
+            format!(
+                "the {source} source's recommendations are stale: {}",
+                source_value(age)
+            ),
+        ),
+    };
+    Some(Outcome::Block(Block::new(
+        reason,
+        Check::HubReachable,
+        message,
+    )))
+}
+
+/// `last successful read 1m ago`, or `no successful read` (a source other than the hub).
+pub(super) fn source_value(age: Option<Duration>) -> String {
+    hub_value(age).replace("fetch", "read")
 }
 
 /// Check 3 (GR-47, AP-43, EV-40).

@@ -90,11 +90,26 @@ fn tolerance(ctx: &Ctx<'_>) -> Text {
 }
 
 fn hub(ctx: &Ctx<'_>) -> Text {
-    let threshold = format!(
-        "a successful fetch within {}",
-        format_go_duration(ctx.facts.hub.stale_after)
-    );
-    (checks::hub_value(checks::hub_age(ctx)), threshold)
+    let hub = &ctx.facts.hub;
+    if let Some(vpa) = &hub.vpa_active {
+        return (
+            vpa.clone(),
+            "no VerticalPodAutoscaler updating the pods".to_owned(),
+        );
+    }
+    let within = format_go_duration(hub.stale_after);
+    let age = checks::hub_age(ctx);
+    if hub.source.is_local() {
+        let threshold = format!(
+            "a successful read of the {} source within {within}",
+            hub.source
+        );
+        return (checks::source_value(age), threshold);
+    }
+    (
+        checks::hub_value(age),
+        format!("a successful fetch within {within}"),
+    )
 }
 
 fn pause(ctx: &Ctx<'_>) -> Text {

@@ -107,6 +107,11 @@ fn prune_map(
         declared || preserve
     });
     for (k, child) in m.iter_mut() {
+        // The object's own apiVersion, kind and metadata are never pruned, whatever the
+        // schema says of them (a generated CRD declares `metadata: {type: object}`).
+        if keep.contains(&k.as_str()) {
+            continue;
+        }
         let sub = props.and_then(|p| p.get(k)).or(additional);
         if let Some(sub) = sub {
             prune_value(sub, child, &join(path, k), unknown);
@@ -139,5 +144,18 @@ mod tests {
             json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "n"},
                 "spec": {"items": [{"a": "1"}], "labels": {"any": "v"}, "free": {"z": 1}}})
         );
+    }
+
+    #[test]
+    fn the_metadata_of_the_object_is_kept_when_the_schema_declares_it_as_an_object() {
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object"},
+            "spec": {"type": "object"},
+        }});
+        let mut obj = json!({"apiVersion": "g/v1", "kind": "K",
+            "metadata": {"name": "n", "namespace": "ns", "labels": {"a": "b"}}, "spec": {}});
+        let before = obj.clone();
+        assert!(prune_object(&schema, &mut obj).is_empty());
+        assert_eq!(obj, before);
     }
 }
