@@ -15,6 +15,7 @@
 //! Adding a source: a variant of `kerf_api::rsr::RecommendationSource` and an arm in
 //! [`start`] spawning its task, which calls [`publish`] after each successful read.
 
+pub mod prometheus;
 pub mod vpa;
 pub mod vpa_map;
 
@@ -57,6 +58,9 @@ pub fn start(
         }
         RecommendationSource::Vpa => {
             tasks.spawn(vpa::run(ctx.clone(), tx, read_tx));
+        }
+        RecommendationSource::Prometheus => {
+            tasks.spawn(prometheus::run(ctx.clone(), tx, read_tx));
         }
     }
     (rx, read_rx)

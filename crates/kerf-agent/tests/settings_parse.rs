@@ -789,7 +789,9 @@ fn a_bad_recommendation_source_is_held_naming_the_values() {
     assert!(s.holding());
     let m = source_message(&s);
     assert!(
-        m.starts_with(r#"invalid --recommendation-source "vpaa": must be one of hub, vpa"#),
+        m.starts_with(
+            r#"invalid --recommendation-source "vpaa": must be one of hub, vpa, prometheus"#
+        ),
         "{m}"
     );
     let reason = s.holding_reason().unwrap_or_default();
@@ -821,4 +823,31 @@ fn a_local_source_with_a_hub_url_is_held_one_source_per_agent() {
     let s = held_source(&["--recommendation-source", "vpa", "--hub-url", "http://hub"]);
     let m = source_message(&s);
     assert!(m.contains("runs without a hub, but hub.url"), "{m}");
+}
+
+#[test]
+fn the_prometheus_source_needs_the_prometheus_it_reads() {
+    use kerf_api::rsr::RecommendationSource;
+    let m = source_message(&held_source(&["--recommendation-source", "prometheus"]));
+    assert!(
+        m.contains("needs health.metricsURL (--health-metrics-url)"),
+        "{m}"
+    );
+    let s = held_source(&[
+        "--recommendation-source",
+        "prometheus",
+        "--health-metrics-url",
+        "http://prometheus.monitoring:9090",
+    ]);
+    assert_eq!(s.recommendation_source, RecommendationSource::Prometheus);
+    assert!(!s.holding());
+    let s = held_source(&[
+        "--recommendation-source",
+        "prometheus",
+        "--health-metrics-url",
+        "http://prometheus.monitoring:9090",
+        "--hub-url",
+        "http://hub",
+    ]);
+    assert!(source_message(&s).contains("runs without a hub, but hub.url"));
 }

@@ -90,18 +90,25 @@ pub enum RecommendationSource {
     /// VerticalPodAutoscaler objects (`autoscaling.k8s.io/v1`) in `Off` or `Initial` mode:
     /// their recommender's `target` values; no hub.
     Vpa,
+    /// The cluster's Prometheus: usage percentiles and peaks computed by the agent
+    /// (docs/prometheus-source.md); no hub.
+    Prometheus,
 }
 
 impl RecommendationSource {
     /// Every source, in the order the docs list them.
-    pub const ALL: &'static [RecommendationSource] =
-        &[RecommendationSource::Hub, RecommendationSource::Vpa];
+    pub const ALL: &'static [RecommendationSource] = &[
+        RecommendationSource::Hub,
+        RecommendationSource::Vpa,
+        RecommendationSource::Prometheus,
+    ];
 
     /// The name as written in settings and in the rsr (`hub`, `vpa`).
     pub fn as_str(self) -> &'static str {
         match self {
             RecommendationSource::Hub => "hub",
             RecommendationSource::Vpa => "vpa",
+            RecommendationSource::Prometheus => "prometheus",
         }
     }
 

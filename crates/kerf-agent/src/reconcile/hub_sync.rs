@@ -181,7 +181,6 @@ pub fn inventory(cache: &CacheSet, hub: &HubState, settings: &Settings) -> Inven
 
 /// One workload of the inventory under its effective policy.
 pub fn inventory_workload(w: &WorkloadInfo, p: &EffectivePolicy) -> InventoryWorkload {
-    let rec = &p.recommendation;
     InventoryWorkload {
         namespace: w.key.namespace.to_string(),
         kind: w.key.kind.as_str().to_owned(),
@@ -201,15 +200,22 @@ pub fn inventory_workload(w: &WorkloadInfo, p: &EffectivePolicy) -> InventoryWor
             memory: p.mode.memory.value,
         },
         strategy: p.strategy.value,
-        settings: RecommendationSettings {
-            window: rec
-                .window
-                .as_ref()
-                .map(|w| GoDuration(format_go_duration(w.value))),
-            cpu_percentile: rec.cpu_percentile.as_ref().map(|v| v.value),
-            memory_percentile: rec.memory_percentile.as_ref().map(|v| v.value),
-            headroom_percent: rec.headroom_percent.as_ref().map(|v| v.value),
-            limits: rec.limits.as_ref().map(|v| v.value),
-        },
+        settings: recommendation_settings(p),
+    }
+}
+
+/// The effective recommender settings of `p` (an unset field is left to the source's
+/// default).
+pub fn recommendation_settings(p: &EffectivePolicy) -> RecommendationSettings {
+    let rec = &p.recommendation;
+    RecommendationSettings {
+        window: rec
+            .window
+            .as_ref()
+            .map(|w| GoDuration(format_go_duration(w.value))),
+        cpu_percentile: rec.cpu_percentile.as_ref().map(|v| v.value),
+        memory_percentile: rec.memory_percentile.as_ref().map(|v| v.value),
+        headroom_percent: rec.headroom_percent.as_ref().map(|v| v.value),
+        limits: rec.limits.as_ref().map(|v| v.value),
     }
 }

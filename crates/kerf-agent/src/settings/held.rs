@@ -14,6 +14,8 @@
 
 use serde::Serialize;
 
+use kerf_api::rsr::RecommendationSource;
+
 use super::{EnvLookup, Settings, SettingsError};
 use crate::cli::RunArgs;
 
@@ -120,16 +122,23 @@ fn source_problem(args: &RunArgs, settings: &Settings) -> Option<String> {
         .recommendation_source
         .as_deref()
         .is_some_and(|s| !s.trim().is_empty());
+    if source == RecommendationSource::Prometheus && settings.health.metrics_url.is_none() {
+        return Some(
+            "--recommendation-source prometheus needs health.metricsURL (--health-metrics-url): \
+             the Prometheus the recommendations are computed from"
+                .to_owned(),
+        );
+    }
     match (source.is_local(), settings.hub.url.is_some()) {
         (false, false) if !given => Some(
             "no recommendation source: set hub.url (--hub-url) to take recommendations from \
-             the hub, or recommendations.source (--recommendation-source) to vpa to run \
-             without a hub"
+             the hub, or recommendations.source (--recommendation-source) to vpa or \
+             prometheus to run without a hub"
                 .to_owned(),
         ),
         (false, false) => Some(
-            "--recommendation-source hub needs hub.url (--hub-url); set it, or choose vpa to \
-             run without a hub"
+            "--recommendation-source hub needs hub.url (--hub-url); set it, or choose vpa or \
+             prometheus to run without a hub"
                 .to_owned(),
         ),
         (true, true) => Some(format!(
