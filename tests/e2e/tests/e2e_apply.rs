@@ -64,6 +64,8 @@ async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<(
     );
 
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let again = env.hub_events("web", EventType::Applied);
     assert_eq!(again.len(), 1, "{again:#?}");
@@ -172,6 +174,8 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
     }
 
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     assert_eq!(applied[0].strategy.as_deref(), Some("rollout"));

@@ -175,6 +175,8 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
         "the old approval is mirrored onto another recommendation: {}",
         rsr["spec"]
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (template, _) = requests(&env).await?;
     assert_eq!(template, json!({"cpu": "150m", "memory": "200Mi"}));
@@ -274,6 +276,8 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     env.wait_phase("web", "Skipped").await?;
     let skipped = env.wait_hub_event("web", EventType::Skipped).await?;
     assert_eq!(skipped[0].reason, "ModeAudit");
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (template, pods) = requests(&env).await?;
     assert_eq!(template, json!({"cpu": "200m", "memory": "256Mi"}));
@@ -304,6 +308,8 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
         blocked[0].details.get("pauseScope").map(String::as_str),
         Some("cluster")
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (_, pods) = requests(&env).await?;
     for p in &pods {
@@ -336,6 +342,8 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     for p in &pods {
         assert_pod_requests(p, "150m", "200Mi");
     }
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     env.stop_agent().await;

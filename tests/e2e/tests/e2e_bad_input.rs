@@ -98,6 +98,8 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
             .count()
     };
     let before = spec_writes();
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         spec_writes(),
@@ -113,6 +115,8 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
     assert_eq!(warnings, vec![text.clone()], "after 4 s of passes");
     env.stop_agent().await;
     env.start_agent(&AgentOptions::default()).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         refusal_warnings(&env).await?,
@@ -187,6 +191,8 @@ async fn an_rsr_stored_with_a_refused_value_is_marked_invalid_naming_the_field()
         "{}",
         rsr["metadata"]
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());

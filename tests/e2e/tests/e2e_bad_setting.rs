@@ -72,6 +72,7 @@ async fn a_bad_freeze_window_holds_the_agent_not_ready_and_changes_nothing() -> 
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("invalid setting freeze.windows"), "{body}");
     assert!(body.contains("Europe/Berln"), "{body}");
+    // Checks that the held agent keeps running: no condition to wait for.
     tokio::time::sleep(WATCHED).await;
     assert!(
         agent.0.try_wait()?.is_none(),

@@ -37,6 +37,8 @@ async fn scenario(
 /// GR-38: after a few more passes, the pods and the template still hold `requests`, the
 /// template has no kerf field manager and nothing was applied.
 async fn assert_unchanged(env: &Env, requests: &Value) -> anyhow::Result<()> {
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods = env.pods("web").await?;
     assert_eq!(pods.len(), 2);
@@ -152,6 +154,8 @@ async fn cooldown_blocks_a_second_change() -> anyhow::Result<()> {
     assert_eq!(rsr["status"]["phase"], "Applied", "{}", rsr["status"]);
     let blocked = env.wait_hub_event("web", EventType::Blocked).await?;
     assert_eq!(blocked[0].reason, "Cooldown");
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     for p in env.pods("web").await? {
@@ -262,6 +266,7 @@ async fn blocked_events_settle(env: &Env, n: usize) -> anyhow::Result<usize> {
         (env.hub_events("web", EventType::Blocked).len() >= n).then_some(())
     })
     .await?;
+    // Checks that no more blocked events come once `n` are there: a few passes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     Ok(env.hub_events("web", EventType::Blocked).len())
 }

@@ -148,6 +148,8 @@ async fn a_canary_pod_is_resized_alone_and_the_others_only_after_its_duration() 
         assert_eq!(req, json!({"cpu": "150m", "memory": "200Mi"}), "pod {pod}");
     }
     env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     let metrics = env.agent_metrics()?;
@@ -235,6 +237,8 @@ async fn an_agent_killed_during_the_canary_is_followed_by_one_that_continues_it(
     let metrics = env.agent_metrics()?;
     assert_eq!(series(&metrics, "resize"), 2.0, "{metrics}");
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     assert_eq!(

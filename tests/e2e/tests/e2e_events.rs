@@ -56,6 +56,8 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     env.start_agent(&AgentOptions::default()).await?;
     let rsr = env.wait_phase("web", "Blocked").await?;
     note_until(&env, "web", EventType::Blocked, &mut seen).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     note(&env, "web", &mut seen);
     let mut ids: BTreeMap<Uuid, String> = BTreeMap::new();
@@ -88,6 +90,8 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     // Leaving auto-patch: released.
     env.policy_of("events", "audit", "rollout").await?;
     note_until(&env, "web", EventType::Released, &mut seen).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     note(&env, "web", &mut seen);
     for id in seen.keys() {

@@ -22,6 +22,8 @@ async fn a_restarted_agent_decides_after_its_first_hub_poll() -> anyhow::Result<
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let unreachable: Vec<_> = env
         .hub_events("web", EventType::Blocked)

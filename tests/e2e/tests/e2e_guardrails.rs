@@ -75,6 +75,7 @@ async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Resu
     env.wait_phase("web", "Skipped").await?;
 
     env.hub.set_down(true).await;
+    // Time for polls to fail (the poll interval is 1 s): the agent then knows the hub is down.
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The workload moves to auto-patch while the hub is unreachable.
     env.policy_of("p", "auto-patch", "in-place").await?;
@@ -84,6 +85,8 @@ async fn a_hub_down_longer_than_stale_after_blocks_new_changes() -> anyhow::Resu
         })
         .await?;
     assert_eq!(rsr["status"]["phase"], "Blocked", "{}", rsr["status"]);
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(1)).await;
     for p in env.pods("web").await? {
         assert_eq!(

@@ -98,6 +98,8 @@ async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> an
     }
 
     let events = env.wait_hub_event("web", EventType::RolledBack).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let again = env.hub_events("web", EventType::RolledBack);
     assert_eq!(again.len(), 1, "{again:#?}");
@@ -295,6 +297,8 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     env.hub.set_down(false).await;
     let e = env.wait_hub_event("web", EventType::RolledBack).await?;
     assert_eq!(e[0].reason, "OOMKills");
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::RolledBack).len(), 1);
     env.wait_rsr("web", "pendingEvents emptied", WAIT, |r| {

@@ -84,6 +84,8 @@ async fn a_pause_in_the_hub_blocks_changes_with_paused_until_resumed() -> anyhow
         Some("cluster"),
         "{events:#?}"
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     env.assert_cpu_unchanged("web", "200m").await?;
     assert!(env.hub_events("web", EventType::Applied).is_empty());
@@ -298,6 +300,8 @@ async fn the_inventory_lists_the_workloads_with_values_mode_and_settings() -> an
 
     // Unchanged: not put again on every poll.
     let puts = env.hub.requests_to(Endpoint::Inventory).len();
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         env.hub.requests_to(Endpoint::Inventory).len() <= puts + 1,

@@ -56,6 +56,7 @@ async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> 
         (!reported.is_empty()).then_some(())
     })
     .await?;
+    // Lets the passes the first decision triggered end before the count is taken.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = decisions(&env.agent_metrics()?);
     assert!(before >= 1.0, "the first pass decided: {before}");

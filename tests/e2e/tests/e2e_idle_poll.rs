@@ -34,6 +34,7 @@ async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
         (!reported.is_empty()).then_some(())
     })
     .await?;
+    // Lets the passes the first decision triggered end before the count is taken.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = decisions(&env.agent_metrics()?);
     assert!(before >= 1.0, "the first pass decided: {before}");
@@ -41,6 +42,7 @@ async fn idle_hub_polls_decide_nothing_again() -> anyhow::Result<()> {
         .hub
         .requests_to(kerf_sim::hub::Endpoint::Recommendations)
         .len();
+    // The measured window: five polls of 1 s with nothing new.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let polls = env
         .hub

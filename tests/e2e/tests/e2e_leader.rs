@@ -56,6 +56,7 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
         holder(&env).await.ok().flatten()
     })
     .await?;
+    // Checks that the lease stays with the first leader: no condition to wait for.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(holder(&env).await?.as_deref(), Some(leader.as_str()));
     let leading: Vec<&str> = agents
@@ -69,6 +70,8 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
     env.recommend_web("150m", "200Mi", "0.9")?;
     env.wait_phase("web", "Applied").await?;
     env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     assert_eq!(holder(&env).await?.as_deref(), Some(leader.as_str()));

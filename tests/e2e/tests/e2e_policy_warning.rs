@@ -82,6 +82,8 @@ async fn an_invalid_policy_gets_one_warning_per_generation_and_message() -> anyh
             .then_some(())
     })
     .await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(policy_warnings(&env, &name).await?.len(), 1, "one per news");
 

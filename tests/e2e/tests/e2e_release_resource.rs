@@ -135,6 +135,8 @@ async fn leaving_auto_patch_for_cpu_releases_cpu_only() -> anyhow::Result<()> {
         json!({"cpu": "audit", "memory": "auto-patch"}),
         "{st}"
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(released(&env).len(), 1, "released once");
 
@@ -187,6 +189,8 @@ async fn a_freeze_or_a_pause_holds_the_release_and_is_reported_for_its_resource(
         1,
         "the freeze is reported for cpu: {blocked:#?}"
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(released(&env).is_empty(), "released during a freeze");
     assert!(
@@ -222,6 +226,8 @@ async fn a_freeze_or_a_pause_holds_the_release_and_is_reported_for_its_resource(
         paused[0].details.get("pauseScope").map(String::as_str),
         Some("cluster")
     );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(released(&env).is_empty(), "released during a pause");
     let d = env.deployment_json("web").await?;

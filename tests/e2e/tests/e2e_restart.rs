@@ -93,6 +93,8 @@ async fn a_new_agent_resumes_the_recorded_change_once() -> anyhow::Result<()> {
         recorded.as_str()
     );
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let applied_now = env.hub_events("web", EventType::Applied);
     assert_eq!(applied_now.len(), 1, "{applied_now:#?}");
@@ -130,6 +132,8 @@ async fn the_next_agent_sends_the_pending_applied_event_with_its_recorded_id() -
         let pending = pending.unwrap_or_default();
         assert_eq!(pending.len(), 1, "{}", rsr["status"]);
         assert_eq!(pending[0]["id"], recorded.as_str());
+        // Checks that nothing more happens in the next passes (a negative check: there is no
+        // condition to wait for).
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(
             env.hub_events("web", EventType::Applied).is_empty(),
@@ -141,6 +145,8 @@ async fn the_next_agent_sends_the_pending_applied_event_with_its_recorded_id() -
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
     assert_eq!(applied[0].id.to_string(), recorded);
     wait_pending_sent(&env).await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     if exact {

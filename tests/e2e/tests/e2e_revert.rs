@@ -129,6 +129,8 @@ async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyho
     // Back to auto-patch with the annotation still there: nothing changes, and the event
     // is not sent again.
     env.policy_of("p", "auto-patch", "in-place").await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(cpu_of_pods(&env).await?, vec!["200m", "200m"]);
     let rsr = env.rsr("web").await?.unwrap_or(Value::Null);
@@ -226,6 +228,8 @@ async fn a_bad_revert_value_is_named_and_reverts_nothing() -> anyhow::Result<()>
     assert!(message.contains("nothing is reverted"), "{message}");
     // Counted as off: released, the pods keep their values (no revert).
     env.wait_phase("web", "Released").await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(cpu_of_pods(&env).await?, vec!["150m", "150m"]);
     env.stop_agent().await;

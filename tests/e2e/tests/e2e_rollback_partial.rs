@@ -63,6 +63,8 @@ async fn partially_rolled_back(env: &mut Env, strategy: &str) -> anyhow::Result<
 
 /// After the cooldown has long passed, nothing new went in: one applied event.
 async fn nothing_reapplied(env: &Env) -> anyhow::Result<()> {
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(5)).await;
     let applied = env.hub_events("web", EventType::Applied);
     assert_eq!(applied.len(), 1, "applied again: {applied:#?}");

@@ -302,6 +302,8 @@ async fn kubectl_shows_what_the_pods_run_and_why_in_every_phase() -> anyhow::Res
         r["status"]["change"]["state"] == "RolledBack"
     })
     .await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let t = kubectl(&env, &["get", "rsr", "-A"])?;
     assert_row(&t, "web", ["RolledBack", "300m", "512Mi→384Mi", "OOMKills"]);

@@ -214,6 +214,8 @@ async fn the_approve_annotation_lets_an_audit_recommendation_in_once() -> anyhow
         .to_owned();
     // An annotation naming another recommendation approves nothing.
     annotate(&env, "vpa-0000000000000000").await?;
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     env.assert_cpu_unchanged("web", "200m").await?;
 
