@@ -6,8 +6,6 @@
 mod prometheus_support;
 
 use std::fmt::Write as _;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
@@ -113,37 +111,9 @@ fn openmetrics(series: &[Series], start: DateTime<Utc>) -> String {
     out
 }
 
-/// Backfills `text` into `dir/data` and starts Prometheus on it with `args`.
+/// Backfills `text` and starts Prometheus on it with `args`.
 async fn prometheus_with(text: &str, args: &[&str]) -> anyhow::Result<Prometheus> {
-    let (Some(prometheus), Some(promtool)) = (
-        prometheus_support::binary("prometheus"),
-        prometheus_support::binary("promtool"),
-    ) else {
-        anyhow::bail!(
-            "prometheus and promtool are needed on PATH for the Prometheus recommender against \
-             a real Prometheus: install them (`apt-get install prometheus`, as .ci/run does)"
-        );
-    };
-    let dir = tempfile::tempdir()?;
-    let input = dir.path().join("series.om");
-    std::fs::write(&input, text)?;
-    backfill(&promtool, &input, &dir.path().join("data"))?;
-    prometheus_support::start(&prometheus, "global:\n  scrape_interval: 1m\n", args, dir).await
-}
-
-fn backfill(promtool: &Path, input: &Path, data: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(data)?;
-    let out = Command::new(promtool)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(input)
-        .arg(data)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "promtool failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
+    prometheus_support::with_series(text, args).await
 }
 
 fn target(namespace: &str, kind: &str, name: &str, containers: &[&str]) -> Target {

@@ -48,6 +48,24 @@ async fn wait_watching(env: &Env, name: &str, ended: bool) -> anyhow::Result<Val
     .await
 }
 
+/// `web` (2 pods) under an in-place auto-patch policy with a 10m cooldown and a health watch
+/// of `watch`, recommended 150m/200Mi, the agent started with `opts`, until the change is
+/// Applied and its watch took the baselines. Returns the pods from before the change.
+async fn in_place_watched(
+    env: &mut Env,
+    watch: &str,
+    opts: &AgentOptions,
+) -> anyhow::Result<Vec<k8s_openapi::api::core::v1::Pod>> {
+    let before = env.web(2).await?;
+    let rollback = json!({"watchDuration": watch});
+    env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
+        .await?;
+    env.recommend_web("150m", "200Mi", "0.9")?;
+    env.start_agent(opts).await?;
+    wait_watching(env, "web", false).await?;
+    Ok(before)
+}
+
 /// Waits until the change of `name` is RolledBack (restored, not only marked).
 async fn wait_rolled_back(env: &Env, name: &str) -> anyhow::Result<Value> {
     env.wait_rsr(name, "change RolledBack", WAIT, |r| {
@@ -64,13 +82,7 @@ async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> an
     if !env.sim_only("e2e-health-oom") {
         return Ok(());
     }
-    let before = env.web(2).await?;
-    let rollback = json!({"watchDuration": "30s"});
-    env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
-        .await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
-    env.start_agent(&AgentOptions::default()).await?;
-    wait_watching(&env, "web", false).await?;
+    let before = in_place_watched(&mut env, "30s", &AgentOptions::default()).await?;
     env.wait_hub_event("web", EventType::Applied).await?;
 
     let victim = before[0].metadata.name.clone().unwrap_or_default();
@@ -245,17 +257,11 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     if !env.sim_only("e2e-health-frozen") {
         return Ok(());
     }
-    let pods = env.web(2).await?;
-    let rollback = json!({"watchDuration": "60s"});
-    env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
-        .await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
     let opts = AgentOptions {
         stale_after: "2s",
         ..AgentOptions::default()
     };
-    env.start_agent(&opts).await?;
-    wait_watching(&env, "web", false).await?;
+    let pods = in_place_watched(&mut env, "60s", &opts).await?;
     env.wait_hub_event("web", EventType::Applied).await?;
     env.stop_agent().await;
 
@@ -322,17 +328,11 @@ async fn an_oom_kill_is_acted_on_at_the_pod_update_that_shows_it() -> anyhow::Re
     if !env.sim_only("e2e-health-at-update") {
         return Ok(());
     }
-    let before = env.web(2).await?;
-    let rollback = json!({"watchDuration": "30s"});
-    env.policy("auto", policy(&env.ns, "in-place", "10m", rollback))
-        .await?;
-    env.recommend_web("150m", "200Mi", "0.9")?;
     let opts = AgentOptions {
         poll_interval: "1h",
         ..AgentOptions::default()
     };
-    env.start_agent(&opts).await?;
-    wait_watching(&env, "web", false).await?;
+    let before = in_place_watched(&mut env, "30s", &opts).await?;
 
     let victim = before[0].metadata.name.clone().unwrap_or_default();
     fault(&env, "oom", &victim)?;

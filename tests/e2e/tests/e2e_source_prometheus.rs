@@ -13,14 +13,11 @@ mod prometheus_support;
 mod e2e_support;
 
 use std::fmt::Write as _;
-use std::path::Path;
-use std::process::Command;
 
 use chrono::{DurationRound, TimeDelta, Utc};
 use e2e_support::{AgentOptions, Env, assert_pod_requests, condition, policy_spec};
 use kerf_api::event::EventType;
 use kerf_api::rsr::RecommendationSource;
-use prometheus_support::Prometheus;
 use serde_json::json;
 
 /// Seconds between two samples.
@@ -59,39 +56,6 @@ fn usage(ns: &str, pods: &[&str]) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Prometheus on the backfilled `text`.
-async fn prometheus_with(text: &str) -> anyhow::Result<Prometheus> {
-    let (Some(prometheus), Some(promtool)) = (
-        prometheus_support::binary("prometheus"),
-        prometheus_support::binary("promtool"),
-    ) else {
-        anyhow::bail!(
-            "prometheus and promtool are needed on PATH for the prometheus source: install \
-             them (`apt-get install prometheus`, as .ci/run does)"
-        );
-    };
-    let dir = tempfile::tempdir()?;
-    let input = dir.path().join("usage.om");
-    std::fs::write(&input, text)?;
-    backfill(&promtool, &input, &dir.path().join("data"))?;
-    prometheus_support::start(&prometheus, "global:\n  scrape_interval: 1m\n", &[], dir).await
-}
-
-fn backfill(promtool: &Path, input: &Path, data: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(data)?;
-    let out = Command::new(promtool)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(input)
-        .arg(data)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "promtool failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}
-
 // portable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_usage_becomes_a_recommendation_that_goes_in_place_without_a_hub()
@@ -100,7 +64,7 @@ async fn prometheus_usage_becomes_a_recommendation_that_goes_in_place_without_a_
     // Pod names of `web` as a Deployment's ReplicaSet names them (the source maps series to
     // workloads by that pattern): pods replaced since still count.
     let text = usage(&env.ns, &["web-7d9f8c6b5-x2c4z", "web-7d9f8c6b5-b9k2m"])?;
-    let prom = prometheus_with(&text).await?;
+    let prom = prometheus_support::with_series(&text, &[]).await?;
     env.web(2).await?;
     let mut spec = policy_spec(&env.ns, "auto-patch", "in-place");
     // Two days of a 14-day window: confidence 0.14.

@@ -1,6 +1,8 @@
 //! A real Prometheus process for tests (Debian's `prometheus` package, which .ci/run
 //! installs, brings both `prometheus` and `promtool`).
 
+#![allow(dead_code)] // each test binary uses the part it needs
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration as StdDuration;
@@ -73,4 +75,32 @@ pub async fn start(
         tokio::time::sleep(StdDuration::from_millis(100)).await;
     }
     anyhow::bail!("prometheus never became ready")
+}
+
+/// Backfills the OpenMetrics `text` with `promtool tsdb create-blocks-from openmetrics`
+/// and starts Prometheus on it with `args` (a 1m scrape interval, nothing scraped). Fails
+/// with an install message when `prometheus` or `promtool` is not on PATH.
+pub async fn with_series(text: &str, args: &[&str]) -> anyhow::Result<Prometheus> {
+    let (Some(prometheus), Some(promtool)) = (binary("prometheus"), binary("promtool")) else {
+        anyhow::bail!(
+            "prometheus and promtool are needed on PATH for tests against a real Prometheus: \
+             install them (`apt-get install prometheus`, as .ci/run does)"
+        );
+    };
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("series.om");
+    std::fs::write(&input, text)?;
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    let out = Command::new(promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(&data)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "promtool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    start(&prometheus, "global:\n  scrape_interval: 1m\n", args, dir).await
 }
