@@ -56,11 +56,14 @@ soak-killsweep:
 	cp $(RELEASE_DIR)/kerf-agent $(RELEASE_DIR)/kerf-agent-failpoints
 	scripts/soak.sh killsweep $(RELEASE_DIR)/examples/killsweep --points 1000 --seed 1000 \
 		--agent $(RELEASE_DIR)/kerf-agent-failpoints
+# At 10,000 workloads a twentieth of them get a change (5,000 pod resizes at the default
+# 20 actuating writes a second); at 1,000, half of them.
 soak-scale:
 	$(CARGO) build --release -p kerf-agent --bin kerf-agent --example scale
-	for n in 1000 10000; do \
-		scripts/soak.sh scale-$$n sh -c '"$$0" --workloads "$$1" --pods-per-workload 10 \
-			> "$$KERF_RESULT_FILE"' $(RELEASE_DIR)/examples/scale $$n || exit 1; \
+	for run in 1000:0.5 10000:0.05; do \
+		scripts/soak.sh scale-$${run%%:*} sh -c '"$$0" --workloads "$$1" --pods-per-workload 10 \
+			--change-share "$$2" > "$$KERF_RESULT_FILE"' $(RELEASE_DIR)/examples/scale \
+			$${run%%:*} $${run##*:} || exit 1; \
 	done
 soak-idle:
 	scripts/soak.sh e2e_idle env KERF_IDLE_WORKLOADS=1000 KERF_IDLE_WINDOW_SECS=600 \
