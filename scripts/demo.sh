@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # wait_for's conditions are single-quoted: it evaluates them itself
 # The Kerf demo: a simulated cluster (kerf-sim) with a dev hub, three workloads of a
 # shop, one RightsizingPolicy, and the agent running against it with `kerf-agent run`.
 #
@@ -21,56 +22,12 @@ for tool in kubectl openssl; do
   command -v "$tool" >/dev/null || { echo "demo: $tool is needed on PATH" >&2; exit 1; }
 done
 
-echo "== building kerf-sim and kerf-agent"
-cargo build -q -p kerf-sim -p kerf-agent
-bin="${CARGO_TARGET_DIR:-target}/debug"
-start=$SECONDS
 log_keep="${KERF_DEMO_LOG:-${TMPDIR:-/tmp}/kerf-demo-agent.log}"
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -f "$work/agent.log" ] && cp "$work/agent.log" "$log_keep"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-step() { printf '\n== %s\n' "$*"; }
-
-# Waits up to $1 seconds for the shell condition $2; fails the demo with $3 otherwise.
-wait_for() {
-  local until=$((SECONDS + $1))
-  while ! eval "$2" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $until ]; then
-      echo "demo: timed out waiting for $3" >&2
-      tail -n 20 "$work/agent.log" >&2 || true
-      exit 1
-    fi
-    sleep 0.5
-  done
-}
-
-phase() { kubectl get rsr "$1" -n shop -o jsonpath='{.status.phase}' 2>/dev/null; }
-
-# CPU/memory requests of the first container: of the Deployment's template, and of its
-# running pods (distinct values).
-template_values() {
-  kubectl get deployment "$1" -n shop \
-    -o jsonpath='{.spec.template.spec.containers[0].resources.requests.cpu}/{.spec.template.spec.containers[0].resources.requests.memory}'
-}
-pod_values() {
-  kubectl get pods -n shop -l "app=$1" \
-    -o jsonpath='{range .items[*]}{.spec.containers[0].resources.requests.cpu}/{.spec.containers[0].resources.requests.memory}{"\n"}{end}' |
-    sort -u | paste -sd' ' -
-}
+# shellcheck source=scripts/demo-common.sh
+. scripts/demo-common.sh
 
 step "starting the simulated cluster and the dev hub"
-# A self-signed certificate for the agent's webhook listener.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
-  -subj "/CN=kerf-agent.kerf-system.svc" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-  -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+webhook_cert
 "$bin/kerf-sim" serve --kubeconfig "$work/kubeconfig" --hub-file examples/demo/hub.yaml \
   >"$work/sim.log" 2>&1 &
 pids+=($!)
@@ -81,14 +38,7 @@ export KUBECONFIG="$work/kubeconfig"
 echo "cluster $(kubectl config view -o jsonpath='{.clusters[0].cluster.server}'), hub $hub"
 
 step "the shop before: requests of each workload, and what the hub recommends"
-kubectl apply -f config/crds/ >/dev/null
-kubectl create namespace kerf-system >/dev/null
-kubectl apply -f examples/demo/workloads.yaml >/dev/null
-kubectl wait --for=condition=Available deployment --all -n shop --timeout=60s >/dev/null
-kubectl apply -f examples/demo/policy.yaml >/dev/null
-declare -A before
-for w in checkout catalog search; do before[$w]=$(template_values "$w"); done
-kubectl get deployments -n shop -o custom-columns='WORKLOAD:.metadata.name,REPLICAS:.spec.replicas,CPU:.spec.template.spec.containers[0].resources.requests.cpu,MEMORY:.spec.template.spec.containers[0].resources.requests.memory,STRATEGY ANNOTATION:.metadata.annotations.kerf\.getkerf\.dev/strategy,MODE ANNOTATION:.metadata.annotations.kerf\.getkerf\.dev/mode'
+install_shop examples/demo/policy.yaml
 echo "The hub recommends (examples/demo/hub.yaml): checkout 300m/384Mi, catalog 600m/768Mi,"
 echo "search 400m/1536Mi. Policy shop (examples/demo/policy.yaml): auto-patch, in place."
 
