@@ -14,7 +14,7 @@
 #
 # Needs kubectl and openssl on PATH (the webhook's certificate is generated at start).
 # Stops everything it started on exit; the agent's log is kept in $KERF_DEMO_LOG
-# (default: kerf-demo-agent.log in the temporary directory). About a minute after the build.
+# (default: kerf-demo-agent.log in the temporary directory). About 20 seconds after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,12 +59,13 @@ step "kubectl get rsr -A"
 kubectl get rsr -A
 
 step "before -> after"
-row='%-9s %-11s %-9s %-9s %-12s %-13s %-14s %s\n'
+row='%-9s %-19s %-9s %-9s %-12s %-13s %-14s %s\n'
 # shellcheck disable=SC2059
 printf "$row" WORKLOAD MODE STRATEGY PHASE BEFORE RECOMMENDED "TEMPLATE NOW" "PODS RUN NOW"
 for w in checkout catalog search; do
-  rsr=$(kubectl get rsr "$w" -n shop -o jsonpath='{.status.summary.mode} {.status.strategy.effective} {.spec.containers[0].requests.cpu}/{.spec.containers[0].requests.memory}')
-  read -r mode strategy recommended <<<"$rsr"
+  # Tab-separated: a mode from an annotation reads `audit (annotation)`.
+  rsr=$(kubectl get rsr "$w" -n shop -o jsonpath='{.status.summary.mode}{"\t"}{.status.strategy.effective}{"\t"}{.spec.containers[0].requests.cpu}/{.spec.containers[0].requests.memory}')
+  IFS=$'\t' read -r mode strategy recommended <<<"$rsr"
   # shellcheck disable=SC2059
   printf "$row" "$w" "$mode" "$strategy" "$(phase "$w")" "${before[$w]}" "$recommended" \
     "$(template_values "$w")" "$(pod_values "$w")"
