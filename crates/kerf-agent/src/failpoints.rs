@@ -9,7 +9,9 @@
 //! sent, not yet Applied), `after-apply` (template patched, not yet Applied),
 //! `before-applied-event` (status Applied written, event not yet queued). Switch:
 //! `write-guard-off` (any action) turns off the guard that holds actuating writes while
-//! the API server is down ([`crate::apiclient`]), so a test can show it fails without it.
+//! the API server is down ([`crate::apiclient`]), so a test can show it fails without it;
+//! `breach-guard-off` hides a health breach from the pass of an OnDelete StatefulSet, so
+//! neither the rollback nor the hold on the next eviction (AP-58) happens.
 
 /// The exit code of an `exit` fail point.
 pub const EXIT_CODE: i32 = 86;

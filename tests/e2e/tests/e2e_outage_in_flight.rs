@@ -238,7 +238,7 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
         .await?;
     env.policy("roll", policy("roll", "rollout", json!({})))
         .await?;
-    let canary = json!({"canary": {"pods": 1, "duration": "20s"}});
+    let canary = json!({"canary": {"pods": 1, "duration": "40s"}});
     env.policy("canary", policy("canary", "in-place", canary))
         .await?;
     let port = free_port()?;
@@ -253,6 +253,19 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     let mut agent = start_agent(&env, port, &limit)?;
     ready(port).await?;
     let names = ["watched", "breach", "db", "inplace", "roll", "canary"];
+    // The canary first: its hold (40 s) outlasts the in-place change and the rollback
+    // that follow at one write a second, so all three are in flight at once.
+    env.recommend(
+        ["watched", "breach", "db", "canary"]
+            .iter()
+            .map(|n| rec(&env, n))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    );
+    eventually("the canary holds", Duration::from_secs(30), || async {
+        let r = env.rsr("canary").await.ok()??;
+        (change(&r)["canary"]["stage"] == "Watching").then_some(())
+    })
+    .await?;
     let recs = names
         .iter()
         .map(|n| rec(&env, n))

@@ -169,6 +169,16 @@ fn live_workload(
     uid.is_none_or(|u| u == workload.uid).then_some(workload)
 }
 
+/// The switch that hides a health breach from the pass of an OnDelete workload.
+pub const BREACH_GUARD_OFF: &str = "breach-guard-off";
+
+/// Whether fail point [`BREACH_GUARD_OFF`] hides this OnDelete workload's breach: the pass
+/// then neither rolls back first nor holds the next eviction (AP-58), so a test can show
+/// that it fails without the guard. Always false without the `failpoints` feature.
+fn breach_guard_off(p: &Pass<'_>) -> bool {
+    crate::failpoints::is_set(BREACH_GUARD_OFF) && super::pass::is_on_delete(&p.workload)
+}
+
 /// The step of the pass, and when to look again at what waits (OnDelete pods, the
 /// throttling of a running watch).
 fn plan(
@@ -183,6 +193,7 @@ fn plan(
         withdrawn,
         workload: p.workload_state(s),
         breach: match health {
+            HealthStep::Breach(_) if breach_guard_off(p) => None,
             HealthStep::Breach(b) => Some((**b).clone()),
             _ => None,
         },

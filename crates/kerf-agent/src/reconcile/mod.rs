@@ -45,7 +45,7 @@ use crate::context::Context;
 use crate::hub::HubState;
 use crate::outbox::{DeliveryReport, Outbox, Reporter};
 
-pub use key::reconcile_key;
+pub use key::{BREACH_GUARD_OFF, reconcile_key};
 pub use memory::{InFlight, Memory};
 pub use step::KeyError;
 
