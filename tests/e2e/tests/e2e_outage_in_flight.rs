@@ -253,17 +253,20 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     let mut agent = start_agent(&env, port, &limit)?;
     ready(port).await?;
     let names = ["watched", "breach", "db", "inplace", "roll", "canary"];
-    // The canary first: its hold (40 s) outlasts the in-place change and the rollback
-    // that follow at one write a second, so all three are in flight at once.
+    // The canary and the rollout first: the canary's hold (40 s) outlasts the in-place
+    // change and the rollback that follow at one write a second, so all are in flight at
+    // once.
     env.recommend(
-        ["watched", "breach", "db", "canary"]
+        ["watched", "breach", "db", "canary", "roll"]
             .iter()
             .map(|n| rec(&env, n))
             .collect::<anyhow::Result<Vec<_>>>()?,
     );
     eventually("the canary holds", Duration::from_secs(30), || async {
-        let r = env.rsr("canary").await.ok()??;
-        (change(&r)["canary"]["stage"] == "Watching").then_some(())
+        let canary = env.rsr("canary").await.ok()??;
+        let roll = env.rsr("roll").await.ok()??;
+        (change(&canary)["canary"]["stage"] == "Watching" && change(&roll)["id"].is_string())
+            .then_some(())
     })
     .await?;
     let recs = names
@@ -278,8 +281,8 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
         .unwrap_or_default();
     env.oom_kill(&victim)?;
 
-    // The outage starts once the rollback is under way, the in-place change is in flight
-    // and the canary holds.
+    // The outage starts once the rollback is under way, the in-place change is in flight,
+    // the canary holds and the rollout has begun.
     let at_start = eventually("every stage in flight", Duration::from_secs(20), || async {
         let r = rsrs(&env, &names).await?;
         let inplace = matches!(
@@ -288,7 +291,9 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
         );
         let rolling_back = change(&r["breach"])["state"] == "RollingBack";
         let holding = change(&r["canary"])["canary"]["stage"] == "Watching";
-        (inplace && rolling_back && holding).then_some(r)
+        // The rollout has its change (its id is compared after the return).
+        let rolling = change(&r["roll"])["id"].is_string();
+        (inplace && rolling_back && holding && rolling).then_some(r)
     })
     .await;
     let at_start = match at_start {
