@@ -43,7 +43,9 @@ except (OSError, ValueError):
 record = {
     "proof": name,
     "commit": git("rev-parse", "HEAD"),
-    "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+    # The records of earlier proofs of the same run are not changes to what ran.
+    "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no", "--",
+                                    ".", ":(exclude)bench/results")),
     "date": datetime.datetime.fromtimestamp(int(start), datetime.timezone.utc)
         .strftime("%Y-%m-%dT%H:%M:%SZ"),
     "machine": {

@@ -1,6 +1,7 @@
 //! Scale run of the agent: kerf-sim (in this process) with N Deployments of P pods written
-//! straight into its store (with their ReplicaSets and bound pods, which its kubelet
-//! starts), the dev hub with one recommendation per workload (a share of
+//! straight into its store, already running (their ReplicaSets, bound pods with the status
+//! its kubelet gives a started pod, and the status the controllers write once every pod is
+//! available), the dev hub with one recommendation per workload (a share of
 //! them a change, the rest equal to the requests), a policy in auto-patch with the
 //! in-place strategy, and `kerf-agent run` as a separate process. Prints one JSON line:
 //! cache sync, every rsr with a phase, every change Applied, the agent's RSS after the
@@ -23,7 +24,7 @@ use kerf_sim::sim::{Sim, SimConfig, SimContext};
 use kerf_sim::store::gvr;
 use kerf_testkit::{
     AgentBuild, App, KillOnDrop, agent_binary, agent_run, deployment_json, free_port,
-    seed_deployment,
+    seed_running_deployment,
 };
 use kube::Api;
 use serde_json::{Value, json};
@@ -96,14 +97,16 @@ fn deployment(ns: &str, name: &str, replicas: usize) -> Value {
     deployment_json(ns, name, replicas, app)
 }
 
-/// Writes Deployment `d` with its ReplicaSet and bound pods into the store; the sim's
-/// kubelet starts the pods.
+/// Writes Deployment `d` with its ReplicaSet and pods into the store, the pods running as
+/// if the sim's kubelet had started them (a start of each pod one by one took kerf-sim
+/// 16 minutes at 100,000 pods).
 fn populate_one(ctx: &SimContext, d: usize, per: usize) -> anyhow::Result<()> {
     let (ns, name) = (namespace(d), format!("app-{d}"));
-    seed_deployment(ctx, deployment(&ns, &name, per), per, d * per)
+    seed_running_deployment(ctx, deployment(&ns, &name, per), per, d * per)
 }
 
-/// Waits until every Deployment reports all its replicas available.
+/// Waits until every Deployment reports all its replicas available (at once, when the fill
+/// wrote them so).
 async fn wait_available(ctx: &SimContext) -> anyhow::Result<f64> {
     wait_until(
         "every Deployment available",
@@ -491,10 +494,12 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         node_max_pods: 250,
         ..SimConfig::default()
     };
+    let filling = Instant::now();
     let sim = Sim::start_filled(config, |ctx| populate(ctx, &args)).await?;
+    let fill_s = filling.elapsed().as_secs_f64();
     let pods_s = wait_available(sim.context()).await?;
     eprintln!(
-        "{} Deployments of {} pods available after {pods_s:.1} s",
+        "{} Deployments of {} pods written in {fill_s:.1} s, available {pods_s:.1} s later",
         args.workloads, args.pods
     );
     apply_cluster_objects(&sim.client()).await?;

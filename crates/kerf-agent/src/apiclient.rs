@@ -155,6 +155,27 @@ pub async fn probe_while_down(
     }
 }
 
+/// Whether the API server lists `pods/resize` in the discovery of `/api/v1` (design D19).
+/// When discovery cannot be read the subresource is assumed served: a resize that then
+/// answers 404 or 405 is refused by the executor.
+pub async fn resize_subresource_served(client: &kube::Client) -> bool {
+    match client.list_core_api_resources("v1").await {
+        Ok(list) => {
+            let served = list.resources.iter().any(|r| r.name == "pods/resize");
+            if !served {
+                tracing::warn!(
+                    "the API server has no pods/resize: in-place changes are blocked UnsupportedNode"
+                );
+            }
+            served
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read API discovery; assuming pods/resize is served");
+            true
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kube::api::{Api, Patch, PatchParams};

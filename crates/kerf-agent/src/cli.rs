@@ -16,6 +16,10 @@ pub const VERSION_AND_COMMIT: &str = concat!(
     ")"
 );
 
+/// The ConfigMap `explain` reads without `--from-agent=<namespace>/<name>`: the chart's
+/// release `kerf-agent` in `kerf-system`.
+pub const DEFAULT_AGENT_CONFIG: &str = "kerf-system/kerf-agent-config";
+
 /// The Kerf rightsizing agent: puts the hub's CPU and memory recommendations into effect
 /// within the guardrails.
 #[derive(Debug, Parser)]
@@ -63,7 +67,7 @@ pub struct ExplainArgs {
     /// (`<release>-config`). Without the flag `kerf-system/kerf-agent-config` is read, and
     /// when it is missing the flags alone are used if they name the cluster.
     #[arg(long, value_name = "NAMESPACE/NAME", num_args = 0..=1,
-        default_missing_value = crate::explain_cmd::DEFAULT_AGENT_CONFIG)]
+        default_missing_value = DEFAULT_AGENT_CONFIG)]
     pub from_agent: Option<String>,
     /// The settings decisions read (flags or `KERF_*` environment, as for `run`); each one
     /// given overrides the agent's.
@@ -169,6 +173,27 @@ pub struct RunArgs {
     /// POD_NAMESPACE, then the service account's namespace, then `kerf-system`.
     #[arg(long, env = "KERF_NAMESPACE", help_heading = "Cluster")]
     pub namespace: Option<String>,
+
+    /// The namespaces the agent manages (`scope.namespaces`), comma separated; empty:
+    /// every namespace. Cannot be combined with --scope-namespace-selector.
+    #[arg(
+        long,
+        env = "KERF_SCOPE_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Scope"
+    )]
+    pub scope_namespaces: Vec<String>,
+
+    /// Only namespaces whose labels match this label selector are managed
+    /// (`scope.namespaceSelector`, `kubectl get -l` syntax: `team=a,tier in (web,api),!legacy`);
+    /// empty: every namespace.
+    #[arg(long, env = "KERF_SCOPE_NAMESPACE_SELECTOR", help_heading = "Scope")]
+    pub scope_namespace_selector: Option<String>,
+
+    /// Only workloads whose labels match this label selector are managed
+    /// (`scope.workloadSelector`, same syntax); empty: every workload.
+    #[arg(long, env = "KERF_SCOPE_WORKLOAD_SELECTOR", help_heading = "Scope")]
+    pub scope_workload_selector: Option<String>,
 
     /// How often recommendations and config are fetched from the hub.
     #[arg(

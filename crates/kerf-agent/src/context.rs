@@ -12,6 +12,10 @@ use crate::lease::LeaderState;
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
+/// Why the webhook cannot serve, as the reconciler reads it: `None` while it serves a
+/// usable certificate. In-place changes wait while it is `Some`.
+pub type CertificateProblem = watch::Receiver<Option<String>>;
+
 /// What every component of the running agent shares.
 #[derive(Clone)]
 pub struct Context {
@@ -33,7 +37,7 @@ pub struct Context {
     pub resize_subresource: bool,
     /// Why the webhook has no usable certificate; `None` while it has one (in-place
     /// changes wait meanwhile).
-    pub webhook_certificate: crate::webhook::CertificateProblem,
+    pub webhook_certificate: CertificateProblem,
     /// Whether the API server answers, as the client's requests see it.
     pub api_health: crate::apiclient::ApiHealth,
     /// The limit on actuating writes that the client applies.

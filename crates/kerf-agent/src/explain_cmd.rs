@@ -18,12 +18,12 @@ use kerf_decide::quantity;
 
 use crate::cache::metrics::CacheMetrics;
 use crate::cache::{CacheSet, WorkloadKey};
-use crate::cli::ExplainArgs;
+use crate::cli::{DEFAULT_AGENT_CONFIG, ExplainArgs};
 use crate::hub::HubState;
 use crate::reconcile::facts;
 use crate::settings::{EnvLookup, Settings};
 
-pub use agent_config::{AgentConfigError, DEFAULT_AGENT_CONFIG, Given};
+pub use agent_config::{AgentConfigError, Given};
 
 /// Errors of the explain command.
 #[derive(Debug, thiserror::Error)]
@@ -89,10 +89,10 @@ pub async fn explain_with(
 ) -> Result<String, ExplainError> {
     let key = parse_target(target)?;
     let cache = CacheSet::new();
-    let mut watches = cache.start(client.clone(), CacheMetrics::default());
+    let mut watches = cache.start(client.clone(), CacheMetrics::default(), &[]);
     let synced = tokio::time::timeout(SYNC_TIMEOUT, cache.wait_synced()).await;
     let (hub, hub_problems) = hub_state(settings).await;
-    let resize = crate::runtime::resize_subresource_served(&client).await;
+    let resize = crate::apiclient::resize_subresource_served(&client).await;
     watches.abort_all();
     synced.map_err(|_| ExplainError::SyncTimeout(SYNC_TIMEOUT))?;
     let mut text = explain_key(&cache, &hub, settings, resize, &key, Utc::now())?;
@@ -167,7 +167,13 @@ pub fn explain_key(
         resize_subresource,
         webhook_certificate_problem: None,
     };
-    let f = facts::gather(src, &workload, &rsr.spec, &status, now);
+    let pods = facts::live_pods(&cache.pods_of(key));
+    let hpas = cache.hpas_for(key);
+    let objects = facts::Objects {
+        pods: &pods,
+        hpas: &hpas,
+    };
+    let f = facts::gather(src, &workload, objects, &rsr.spec, &status, now);
     let e = kerf_decide::explain(&f, &policy, now);
     Ok(render(key, &policy, &e, now))
 }
@@ -194,7 +200,7 @@ pub fn parse_target(s: &str) -> Result<WorkloadKey, ExplainError> {
 }
 
 /// The layer that set a value, as people name it: `built-in`, `hub fleet`, `hub cluster`,
-/// `clusterDefaults`, `policy <name>`, `annotation` or `hub override`.
+/// `clusterDefaults`, `policy <name>`, `annotation`, `hub override` or `outside the scope`.
 pub fn layer_label(layer: Layer, policy_name: Option<&str>) -> String {
     match layer {
         Layer::BuiltIn => "built-in".to_owned(),
@@ -204,6 +210,7 @@ pub fn layer_label(layer: Layer, policy_name: Option<&str>) -> String {
         Layer::Policy => format!("policy {}", policy_name.unwrap_or("?")),
         Layer::Annotation => "annotation".to_owned(),
         Layer::HubOverride => "hub override".to_owned(),
+        Layer::Scope => "outside the scope".to_owned(),
     }
 }
 

@@ -21,6 +21,7 @@ use kerf_api::rsr::{
 };
 use kerf_api::wellknown as wk;
 use kerf_decide::pipeline::ApplyPlan;
+use kerf_decide::status::text;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 use uuid::Uuid;
@@ -113,7 +114,7 @@ pub fn mark_applied(
     };
     change.state = ChangeState::Applied;
     change.applied_at = Some(now);
-    let end = (change.strategy == kerf_api::Strategy::InPlace).then(|| now + watch_duration);
+    let end = change.strategy.resizes_pods().then(|| now + watch_duration);
     status.watch = Some(WatchStatus {
         start: now,
         end,
@@ -192,7 +193,7 @@ pub fn applied_event(
     if let Some(h) = &change.hpa {
         insert_hpa_details(&mut e, h);
     }
-    e.with_message(&crate::event_text::applied(change))
+    e.with_message(&text::applied(change))
 }
 
 /// Names the HPA target change `h` in the details of `e`: the HPA, its resource and the
@@ -209,8 +210,9 @@ pub(crate) fn insert_hpa_details(e: &mut Event, h: &HpaChange) {
         .insert(wk::DETAIL_HPA_TARGET_TO.to_owned(), h.to.to_string());
 }
 
-/// The `fallback` event of a change (AP-11): strategy is the new one, rollout. Records
-/// its id in the change; the message names the values and why.
+/// The `fallback` event of a change (AP-11): strategy is the change's new one (the
+/// interpreter records the fallback's rollout first). Records its id in the change; the
+/// message names the values and why.
 pub fn fallback_event(
     change: &mut ChangeRecord,
     workload: EventWorkload,
@@ -220,8 +222,8 @@ pub fn fallback_event(
 ) -> Event {
     let id = allocate(&mut change.event_ids.fallback);
     let mut e = change_event(change, (id, EventType::Fallback), workload, reason, time);
-    e.strategy = Some(kerf_api::Strategy::Rollout.as_str().to_owned());
-    e.with_message(&crate::event_text::fallback(change, message))
+    e.strategy = Some(change.strategy.as_str().to_owned());
+    e.with_message(&text::fallback(change, message))
 }
 
 /// The `released` event of a change (EV-46, design D21): the resources released now, the
@@ -246,7 +248,7 @@ pub fn released_event(
     );
     e.details
         .insert(wk::DETAIL_NEW_MODE.to_owned(), new_mode.to_owned());
-    e.with_message(&crate::event_text::released(
+    e.with_message(&text::released(
         change,
         resources,
         (previous_mode, new_mode),
@@ -274,7 +276,7 @@ pub fn reverted_event(
             to: c.to.clone(),
         })
         .collect();
-    e.with_message(&crate::event_text::reverted(change))
+    e.with_message(&text::reverted(change))
 }
 
 /// Drops released `resources` from a change that keeps the others (design D21): the

@@ -6,6 +6,8 @@
 //! [`LeaderState`] on a watch channel. Whether this replica may act is checked locally
 //! with [`LeaderState::is_leader_at`], never by an API call (design D25).
 
+pub mod metrics;
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,23 +15,12 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
-use crate::metrics::set::metric_set;
 use crate::settings::{LEASE_SAFETY_MARGIN, LeaderElectionSettings};
 
-metric_set! {
-    /// Leader election metrics.
-    pub struct LeaderMetrics {
-        /// `kerf_agent_leader`: 1 while this replica holds the Lease.
-        leader: Gauge => "leader", "1 while this replica holds the Lease";
-        /// `kerf_agent_leader_transitions_total`: times this replica gained or lost the Lease.
-        transitions: Counter => "leader_transitions", "Times this replica gained or lost the Lease";
-    }
-}
+pub use metrics::LeaderMetrics;
 
 /// Why a Lease operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,10 @@ impl FormatTime for LogTime {
 }
 
 /// The subscriber of `log`'s format and filter writing to `writer`; `ansi` adds colour
-/// codes to text lines. JSON lines carry the message and fields at the top level.
+/// codes to text lines. JSON lines carry the message and fields at the top level, the
+/// innermost span with its fields under `span` and every span it is in, outermost first,
+/// under `spans` (a pass's `workload`, `change_id` and `step`); text lines name the spans
+/// with their fields before the message (`pass{workload=… change_id=…}:`).
 pub fn subscriber<W>(
     log: &LogSettings,
     writer: W,
@@ -41,7 +44,15 @@ where
         .with_timer(LogTime)
         .with_writer(writer);
     match log.format {
-        LogFormat::Json => Box::new(builder.json().flatten_event(true).with_ansi(false).finish()),
+        LogFormat::Json => Box::new(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(true)
+                .with_ansi(false)
+                .finish(),
+        ),
         LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
     }
 }
@@ -62,6 +73,8 @@ mod tests {
     use std::sync::{Arc, Mutex, PoisonError};
 
     use super::*;
+    use crate::cache::WorkloadKey;
+    use kerf_api::WorkloadKind;
 
     #[test]
     fn kube_request_failures_are_off_unless_the_filter_names_kube_client() {
@@ -92,17 +105,59 @@ mod tests {
         }
     }
 
-    fn one_line(format: LogFormat) -> String {
+    /// What the subscriber of `format` (filter `filter`) writes while `f` runs.
+    fn output(format: LogFormat, filter: &str, f: impl FnOnce()) -> String {
         let buf = Buffer::default();
         let log = LogSettings {
             format,
-            filter: "info".to_owned(),
+            filter: filter.to_owned(),
         };
         let writer = buf.clone();
         let sub = subscriber(&log, move || writer.clone(), false);
-        tracing::subscriber::with_default(sub, || tracing::info!(pod = "web-0", "resized"));
+        tracing::subscriber::with_default(sub, f);
         let bytes = buf.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
         String::from_utf8(bytes).unwrap()
+    }
+
+    fn one_line(format: LogFormat) -> String {
+        output(format, "info", || tracing::info!(pod = "web-0", "resized"))
+    }
+
+    /// A line logged in a pass over `shop/Deployment/web` working on change `c-1`.
+    fn line_in_a_pass(format: LogFormat, filter: &str) -> String {
+        output(format, filter, || {
+            let key = WorkloadKey::new("shop", WorkloadKind::Deployment, "web");
+            let _pass = crate::reconcile::trace::pass_span(&key).entered();
+            tracing::Span::current().record("change_id", "c-1");
+            tracing::warn!(pod = "web-0", "resize refused");
+        })
+    }
+
+    #[test]
+    fn json_lines_carry_the_workload_and_change_of_their_pass() {
+        let line = line_in_a_pass(LogFormat::Json, "info");
+        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(v["message"], "resize refused", "{line}");
+        assert_eq!(v["span"]["name"], "pass", "{line}");
+        assert_eq!(v["span"]["workload"], "shop/Deployment/web", "{line}");
+        assert_eq!(v["span"]["change_id"], "c-1", "{line}");
+        assert_eq!(v["spans"][0]["change_id"], "c-1", "{line}");
+    }
+
+    #[test]
+    fn text_lines_name_the_workload_and_change_of_their_pass() {
+        let line = line_in_a_pass(LogFormat::Text, "info");
+        assert!(
+            line.contains("pass{workload=shop/Deployment/web change_id=\"c-1\"}"),
+            "{line:?}"
+        );
+    }
+
+    #[test]
+    fn a_warn_filter_keeps_the_pass_span() {
+        let line = line_in_a_pass(LogFormat::Json, "warn");
+        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(v["span"]["change_id"], "c-1", "{line}");
     }
 
     /// `2026-12-04T15:45:00.123Z`: RFC 3339 UTC, milliseconds, `Z`.

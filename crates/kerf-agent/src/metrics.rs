@@ -23,7 +23,7 @@ use prometheus_client::registry::Registry;
 use crate::cache::metrics::CacheMetrics;
 use crate::executor::metrics::ExecutorMetrics;
 use crate::hub::HubMetrics;
-use crate::lease::LeaderMetrics;
+use crate::lease::metrics::LeaderMetrics;
 use crate::outbox::OutboxMetrics;
 
 pub mod applied;
@@ -91,6 +91,13 @@ pub struct ResultLabel {
     pub result: String,
 }
 
+/// Label of a pass's duration: the step it took.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabel {
+    /// The step, in snake case (`start`, `resume`, `report`, `hpa_after`, ...).
+    pub step: String,
+}
+
 /// Reconciler and decision metrics.
 #[derive(Clone, Debug)]
 pub struct ReconcileMetrics {
@@ -98,6 +105,8 @@ pub struct ReconcileMetrics {
     pub decisions: Family<TypeReason, Counter>,
     /// `kerf_agent_reconcile_duration_seconds{result}`.
     pub duration: Family<ResultLabel, Histogram>,
+    /// `kerf_agent_pass_duration_seconds{step}`.
+    pub pass_duration: Family<StepLabel, Histogram>,
 }
 
 /// Webhook metrics.
@@ -151,6 +160,9 @@ impl ReconcileMetrics {
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
+            pass_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
         };
         registry.register(
             "decisions",
@@ -161,6 +173,11 @@ impl ReconcileMetrics {
             "duration_seconds",
             "Time of one reconcile of a workload",
             m.duration.clone(),
+        );
+        registry.register(
+            "pass_duration_seconds",
+            "Time of one pass over a workload, by the step it took",
+            m.pass_duration.clone(),
         );
         m
     }
@@ -338,6 +355,10 @@ mod tests {
         m.reconcile.decisions.get_or_create(&tr).inc();
         let result = ResultLabel { result: r.clone() };
         m.reconcile.duration.get_or_create(&result).observe(0.01);
+        let step = StepLabel {
+            step: "start".into(),
+        };
+        m.reconcile.pass_duration.get_or_create(&step).observe(0.01);
         let action = ActionLabels {
             action: "resize".into(),
             result: r.clone(),
@@ -364,6 +385,7 @@ mod tests {
             "kerf_agent_actions_total",
             "kerf_agent_rollbacks_total",
             "kerf_agent_reconcile_duration_seconds",
+            "kerf_agent_pass_duration_seconds_count{step=\"start\"} 1",
             "kerf_agent_webhook_requests_total",
             "kerf_agent_webhook_request_duration_seconds",
             "kerf_agent_hub_requests_total",

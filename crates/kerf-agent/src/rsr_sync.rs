@@ -20,6 +20,10 @@
 //! field. That is written once per recommendation id; the hub's next recommendation
 //! replaces it. An rsr whose stored spec the schema refuses (written by hand, or under an
 //! older CRD) is treated the same way when the hub lists nothing for its workload.
+//!
+//! A recommendation for a workload outside the agent's scope ([`crate::scope`]) makes no
+//! rsr and no write: it is listed in [`SyncReport::out_of_scope`] for the reconciler to
+//! report. An rsr of a workload outside the scope is left as it is, withdrawn or not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -41,6 +45,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::cache::{CacheSet, RsrEntry, WorkloadInfo, WorkloadKey};
+use crate::scope::{Scope, Verdict, in_cache};
 
 mod refused;
 
@@ -282,13 +287,27 @@ pub fn is_withdrawn(entry: &RsrEntry) -> bool {
 }
 
 /// Where the recommendations being mirrored come from: the hub's approvals of them (none
-/// without a hub) and the agent's source, written into each rsr's `spec.source`.
+/// without a hub) and the agent's source, written into each rsr's `spec.source`; and the
+/// scope they are mirrored within.
 #[derive(Clone, Copy, Debug)]
 pub struct Origin<'a> {
     /// The hub's approvals.
     pub approvals: &'a [Approval],
     /// The agent's recommendation source.
     pub source: RecommendationSource,
+    /// The agent's scope: only its workloads get an rsr.
+    pub scope: &'a Scope,
+}
+
+/// A recommendation for a workload outside the agent's scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfScope {
+    /// The workload.
+    pub workload: WorkloadKey,
+    /// The recommendation's id.
+    pub recommendation_id: String,
+    /// Why the workload is outside the scope.
+    pub why: String,
 }
 
 /// What one sync pass did.
@@ -300,8 +319,12 @@ pub struct SyncReport {
     pub reset: Vec<String>,
     /// rsrs newly marked withdrawn.
     pub withdrawn: Vec<String>,
-    /// Recommendations for workloads the caches do not hold (yet).
+    /// Recommendations for workloads the caches do not hold (yet), or whose scope the
+    /// caches cannot tell yet.
     pub no_workload: usize,
+    /// Recommendations for workloads outside the agent's scope: nothing was written for
+    /// them.
+    pub out_of_scope: Vec<OutOfScope>,
 }
 
 /// Syncs every recommendation of `list` into rsrs, and marks rsrs the list no longer
@@ -321,21 +344,7 @@ pub async fn sync(
 ) -> (SyncReport, Vec<SyncError>) {
     let mut report = SyncReport::default();
     let mut errors = Vec::new();
-    let mut listed = BTreeSet::new();
-    let mut groups: BTreeMap<(String, String), Vec<_>> = BTreeMap::new();
-    for (i, rec) in list.recommendations.iter().enumerate() {
-        let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
-            continue;
-        };
-        let key = WorkloadKey::new(&rec.workload.namespace, kind, &rec.workload.name);
-        listed.insert(key.clone());
-        let Some(workload) = cache.workload(&key) else {
-            report.no_workload += 1;
-            continue;
-        };
-        let group = (rec.workload.namespace.clone(), rec.workload.name.clone());
-        groups.entry(group).or_default().push((i, workload));
-    }
+    let (listed, groups) = group_in_scope(cache, list, origin.scope, &mut report);
     let handled: &(dyn Fn(Vec<WorkloadKey>) + Send + Sync) = &handled;
     // Made lazily, `concurrency` at a time: 10,000 request futures made up front held
     // 35 MB at once.
@@ -358,11 +367,81 @@ pub async fn sync(
             Err(e) => errors.push(e),
         }
     }
+    withdraw_unlisted(
+        client,
+        cache,
+        &listed,
+        origin.scope,
+        now,
+        &mut report,
+        &mut errors,
+    )
+    .await;
+    (report, errors)
+}
+
+/// Workloads by namespace and name, each with the index of its recommendation.
+type Groups = BTreeMap<(String, String), Vec<(usize, Arc<WorkloadInfo>)>>;
+
+/// The workloads `list` recommends for (all of them), and those in the scope grouped by
+/// namespace and name, each with the index of its recommendation; a recommendation out of
+/// the scope goes to `report.out_of_scope`, one for a workload not in the cache counts as
+/// `no_workload`.
+fn group_in_scope(
+    cache: &CacheSet,
+    list: &RecommendationList,
+    scope: &Scope,
+    report: &mut SyncReport,
+) -> (BTreeSet<WorkloadKey>, Groups) {
+    let mut listed = BTreeSet::new();
+    let mut groups = Groups::new();
+    for (i, rec) in list.recommendations.iter().enumerate() {
+        let Some(kind) = WorkloadKind::parse(&rec.workload.kind) else {
+            continue;
+        };
+        let key = WorkloadKey::new(&rec.workload.namespace, kind, &rec.workload.name);
+        listed.insert(key.clone());
+        match in_cache(scope, cache, &key) {
+            Verdict::In => {}
+            Verdict::Out(why) => {
+                report.out_of_scope.push(OutOfScope {
+                    workload: key,
+                    recommendation_id: rec.recommendation_id.clone(),
+                    why,
+                });
+                continue;
+            }
+            Verdict::Unknown => {
+                report.no_workload += 1;
+                continue;
+            }
+        }
+        let Some(workload) = cache.workload(&key) else {
+            report.no_workload += 1;
+            continue;
+        };
+        let group = (rec.workload.namespace.clone(), rec.workload.name.clone());
+        groups.entry(group).or_default().push((i, workload));
+    }
+    (listed, groups)
+}
+
+/// Marks withdrawn the rsrs of workloads in the scope that `listed` no longer covers (an
+/// rsr whose stored spec is refused is withdrawn through [`refuse_stored`]).
+async fn withdraw_unlisted(
+    client: &kube::Client,
+    cache: &CacheSet,
+    listed: &BTreeSet<WorkloadKey>,
+    scope: &Scope,
+    now: DateTime<Utc>,
+    report: &mut SyncReport,
+    errors: &mut Vec<SyncError>,
+) {
     for entry in cache.rsrs() {
         let Some(key) = entry.workload.as_ref() else {
             continue;
         };
-        if listed.contains(key) {
+        if listed.contains(key) || in_cache(scope, cache, key) != Verdict::In {
             continue;
         }
         if let Some(res) = refuse_stored(client, cache, &entry, now).await {
@@ -382,7 +461,6 @@ pub async fn sync(
             Err(e) => errors.push(e),
         }
     }
-    (report, errors)
 }
 
 /// [`sync_group`], then reports the group's workloads handled.

@@ -10,11 +10,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::apiclient::{ApiHealth, Guard};
+use crate::apiclient::{ApiHealth, Guard, resize_subresource_served};
 use crate::cache::CacheSet;
 use crate::cli::LogFormat;
 use crate::clock::{SharedClock, SystemClock};
-use crate::context::Context;
+use crate::context::{CertificateProblem, Context};
 use crate::lease::{Elector, LeaderState, always_leader};
 use crate::listen::{BindError, bind_setting};
 use crate::logging;
@@ -102,12 +102,7 @@ impl Agent {
         settings: Settings,
         clock: SharedClock,
     ) -> Result<Agent, BindError> {
-        let metrics_listener = bind_setting(
-            "metrics-addr",
-            settings.metrics_addr,
-            "metrics and health server",
-        )?;
-        let webhook_listener = bind_setting("webhook-addr", settings.webhook.addr, "webhook")?;
+        let listeners = Listeners::bind(&settings)?;
         let settings = Arc::new(settings);
         let metrics = Arc::new(Metrics::new());
         let guard = Guard::new(settings.reconcile.write_rate(), metrics.api.clone());
@@ -117,46 +112,34 @@ impl Agent {
         let mut tasks = JoinSet::new();
         let resize_subresource = resize_subresource_served(&client).await;
         let cache = CacheSet::new();
-        let watches = cache.start(client.clone(), metrics.cache.clone());
-        let (leader_tx, leader) = if holding {
-            // Never leads: no Lease taken, no controller started.
-            watch::channel(LeaderState::Follower { holder: None })
-        } else if settings.leader_election.enabled {
-            let (tx, rx) = watch::channel(LeaderState::Follower { holder: None });
-            let elector = Elector::new(
-                client.clone(),
-                settings.leader_election.clone(),
-                clock.clone(),
-                metrics.leader.clone(),
-            );
-            tasks.spawn(elector.run(tx.clone(), shutdown.clone()));
-            (tx, rx)
-        } else {
-            metrics.leader.leader.set(1);
-            always_leader()
+        let watches = cache.start(
+            client.clone(),
+            metrics.cache.clone(),
+            &settings.scope.namespaces,
+        );
+        let leadership = Leadership {
+            holding,
+            client: &client,
+            settings: &settings,
+            clock: &clock,
+            metrics: &metrics,
         };
+        let (leader_tx, leader) = leadership.start(&mut tasks, &shutdown);
         tasks.spawn(crate::apiclient::probe_while_down(
             client.clone(),
             guard.health.clone(),
             shutdown.clone(),
         ));
-        let ready = ready_check(&cache, &guard.health, settings.holding_reason());
-        let report = crate::report::source::router(cache.clone(), clock.clone());
-        let servers = MetricsServer { ready, report };
-        spawn_metrics_server(
+        let webhook_certificate = listeners.serve(
             &mut tasks,
-            metrics_listener,
-            &metrics,
-            servers,
-            shutdown.clone(),
-        );
-        let (_, webhook_certificate) = crate::webhook::spawn(
-            &mut tasks,
-            &settings.webhook,
-            webhook_listener,
-            &cache,
-            metrics.webhook.clone(),
-            shutdown.clone(),
+            Served {
+                settings: &settings,
+                cache: &cache,
+                health: &guard.health,
+                clock: &clock,
+                metrics: &metrics,
+            },
+            &shutdown,
         );
         let ctx = Context {
             settings: settings.clone(),
@@ -205,6 +188,103 @@ impl Agent {
         self.watches.abort_all();
         while self.tasks.join_next().await.is_some() {}
         while self.watches.join_next().await.is_some() {}
+    }
+}
+
+/// The two listening sockets of a replica, bound before anything starts so that an address
+/// in use fails the start at once.
+struct Listeners {
+    metrics: tokio::net::TcpListener,
+    webhook: tokio::net::TcpListener,
+}
+
+/// What the metrics server and the webhook read once they run.
+struct Served<'a> {
+    settings: &'a Settings,
+    cache: &'a CacheSet,
+    health: &'a ApiHealth,
+    clock: &'a SharedClock,
+    metrics: &'a Metrics,
+}
+
+impl Listeners {
+    /// Binds the metrics and the webhook address of `settings`.
+    fn bind(settings: &Settings) -> Result<Listeners, BindError> {
+        let metrics = bind_setting(
+            "metrics-addr",
+            settings.metrics_addr,
+            "metrics and health server",
+        )?;
+        let webhook = bind_setting("webhook-addr", settings.webhook.addr, "webhook")?;
+        Ok(Listeners { metrics, webhook })
+    }
+
+    /// Starts the metrics server (with readiness and `/report`) and the webhook on their
+    /// sockets; returns whether the webhook's certificate is usable.
+    fn serve(
+        self,
+        tasks: &mut JoinSet<()>,
+        served: Served<'_>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> CertificateProblem {
+        let settings = served.settings;
+        let ready = ready_check(served.cache, served.health, settings.holding_reason());
+        let report = crate::report::source::router(served.cache.clone(), served.clock.clone());
+        let servers = MetricsServer { ready, report };
+        spawn_metrics_server(
+            tasks,
+            self.metrics,
+            served.metrics,
+            servers,
+            shutdown.clone(),
+        );
+        let (_, webhook_certificate) = crate::webhook::spawn(
+            tasks,
+            &settings.webhook,
+            &settings.scope,
+            self.webhook,
+            served.cache,
+            served.metrics.webhook.clone(),
+            shutdown.clone(),
+        );
+        webhook_certificate
+    }
+}
+
+/// How a replica comes to lead: never while `holding` (an invalid cluster setting), by the
+/// Lease when leader election is on, at once otherwise.
+struct Leadership<'a> {
+    holding: bool,
+    client: &'a kube::Client,
+    settings: &'a Settings,
+    clock: &'a SharedClock,
+    metrics: &'a Metrics,
+}
+
+impl Leadership<'_> {
+    /// Starts the elector when there is one; returns the leadership channel.
+    fn start(
+        self,
+        tasks: &mut JoinSet<()>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> (watch::Sender<LeaderState>, watch::Receiver<LeaderState>) {
+        if self.holding {
+            // Never leads: no Lease taken, no controller started.
+            watch::channel(LeaderState::Follower { holder: None })
+        } else if self.settings.leader_election.enabled {
+            let (tx, rx) = watch::channel(LeaderState::Follower { holder: None });
+            let elector = Elector::new(
+                self.client.clone(),
+                self.settings.leader_election.clone(),
+                self.clock.clone(),
+                self.metrics.leader.clone(),
+            );
+            tasks.spawn(elector.run(tx.clone(), shutdown.clone()));
+            (tx, rx)
+        } else {
+            self.metrics.leader.leader.set(1);
+            always_leader()
+        }
     }
 }
 
@@ -268,27 +348,6 @@ fn spawn_metrics_server(
             tracing::error!(error = %e, "metrics server failed");
         }
     });
-}
-
-/// Whether the API server lists `pods/resize` in the discovery of `/api/v1` (design D19).
-/// When discovery cannot be read the subresource is assumed served: a resize that then
-/// answers 404 or 405 is refused by the executor.
-pub async fn resize_subresource_served(client: &kube::Client) -> bool {
-    match client.list_core_api_resources("v1").await {
-        Ok(list) => {
-            let served = list.resources.iter().any(|r| r.name == "pods/resize");
-            if !served {
-                tracing::warn!(
-                    "the API server has no pods/resize: in-place changes are blocked UnsupportedNode"
-                );
-            }
-            served
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read API discovery; assuming pods/resize is served");
-            true
-        }
-    }
 }
 
 /// Waits for the caches, then for leadership, and runs the controllers while leading.

@@ -19,6 +19,7 @@ use kerf_api::rsr::RecommendationSource;
 use serde::Serialize;
 
 use crate::cli::{DecisionArgs, LogFormat, RunArgs};
+use crate::scope::{Scope, parse_selector};
 
 pub use held::{CLUSTER_SETTINGS, InvalidSetting};
 pub use parse::{
@@ -103,6 +104,8 @@ pub struct Settings {
     pub namespace: String,
     /// Where recommendations come from (`recommendations.source`).
     pub recommendation_source: RecommendationSource,
+    /// The workloads the agent manages.
+    pub scope: Scope,
     /// Hub connection.
     pub hub: HubSettings,
     /// Tolerance: changes smaller than this keep the current value.
@@ -353,6 +356,7 @@ impl Settings {
             recommendation_source: parse_recommendation_source(
                 args.decision.recommendation_source.as_deref(),
             )?,
+            scope: parse_scope(args)?,
             hub: HubSettings {
                 url: opt_url("hub-url", args.decision.hub_url.as_deref())?,
                 token_file: args.decision.hub_token_file.clone(),
@@ -416,6 +420,65 @@ impl Settings {
             invalid_settings: Vec::new(),
         })
     }
+}
+
+/// The scope of `args`: a namespace list and a namespace selector together are refused,
+/// as is a name that is not a namespace name or a selector that does not parse.
+fn parse_scope(args: &RunArgs) -> Result<Scope, SettingsError> {
+    const NAMESPACES: &str = "scope-namespaces";
+    const NAMESPACE_SELECTOR: &str = "scope-namespace-selector";
+    let namespaces: Vec<String> = args
+        .scope_namespaces
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let Some(bad) = namespaces.iter().find(|n| !is_dns_label(n)) {
+        return Err(SettingsError::invalid(
+            NAMESPACES,
+            args.scope_namespaces.join(","),
+            format!(
+                "{bad:?} is not a namespace name (a DNS label: lowercase letters, digits and \
+                 '-', at most 63) in scope.namespaces"
+            ),
+        ));
+    }
+    let selector = |flag: &'static str, key: &str, text: Option<&str>| {
+        let text = text.unwrap_or_default();
+        parse_selector(text).map_err(|why| {
+            SettingsError::invalid(flag, text, format!("{key} is not a label selector: {why}"))
+        })
+    };
+    let namespace_selector = selector(
+        NAMESPACE_SELECTOR,
+        "scope.namespaceSelector",
+        args.scope_namespace_selector.as_deref(),
+    )?;
+    let workload_selector = selector(
+        "scope-workload-selector",
+        "scope.workloadSelector",
+        args.scope_workload_selector.as_deref(),
+    )?;
+    if let Some(s) = namespace_selector
+        .as_ref()
+        .filter(|_| !namespaces.is_empty())
+    {
+        return Err(SettingsError::invalid(
+            NAMESPACE_SELECTOR,
+            &s.text,
+            format!(
+                "cannot be used together with --{NAMESPACES} ({}): choose either the list of \
+                 namespaces (scope.namespaces) or the namespace label selector \
+                 (scope.namespaceSelector)",
+                namespaces.join(",")
+            ),
+        ));
+    }
+    Ok(Scope {
+        namespaces,
+        namespace_selector,
+        workload_selector,
+    })
 }
 
 fn resolve_namespace(flag: Option<&str>, env: EnvLookup<'_>) -> Result<String, SettingsError> {

@@ -1,6 +1,8 @@
 //! The agent's slim caches fed by real watches: kerf-sim runs in-process, the CRDs are
-//! applied through its API, and `CacheSet::start` lists and watches every kind over HTTPS.
+//! applied through its API, and `CacheSet::start` lists and watches every kind over HTTPS,
+//! over the cluster or in a list of namespaces.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -9,7 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kerf_agent::cache::metrics::CacheMetrics;
-use kerf_agent::cache::{CacheSet, Change, WorkloadKey};
+use kerf_agent::cache::{CacheSet, Change, PodInfo, WorkloadKey};
 use kerf_api::{Mode, RightsizingPolicy, WorkloadKind};
 use kerf_sim::sim::{Sim, SimConfig};
 use kerf_testkit::{apply_crds, eventually};
@@ -118,20 +120,30 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
     seed_unconvertible_policy(&sim).unwrap();
 
     let cache = CacheSet::new();
-    let _watches = cache.start(client.clone(), CacheMetrics::default());
+    let _watches = cache.start(client.clone(), CacheMetrics::default(), &[]);
     tokio::time::timeout(WAIT, cache.wait_synced())
         .await
         .expect("every watch lists once");
     assert!(cache.is_synced());
 
-    // The workload and its pods, found through the ReplicaSet the Deployment owns.
     let key = WorkloadKey::new(NS, WorkloadKind::Deployment, "web");
+    let pods = workload_and_pods_are_cached(&cache, &key).await;
+    pdb_hpa_and_namespace_are_cached(&cache, &key);
+    nodes_are_cached(&cache).await;
+    policies_are_cached(&cache);
+    a_pod_deletion_is_a_change_of_its_workload(&cache, &client, &key, &pods[0].name).await;
+}
+
+/// The workload and its pods, found through the ReplicaSet the Deployment owns; returns
+/// the pods.
+#[allow(clippy::unwrap_used, clippy::expect_used)] // test helper: a failure fails the test
+async fn workload_and_pods_are_cached(cache: &CacheSet, key: &WorkloadKey) -> Vec<Arc<PodInfo>> {
     let pods = eventually("both pods of web", WAIT, || async {
-        Some(cache.pods_of(&key)).filter(|p| p.len() == 2 && p.iter().all(|p| p.ready))
+        Some(cache.pods_of(key)).filter(|p| p.len() == 2 && p.iter().all(|p| p.ready))
     })
     .await
     .unwrap();
-    let w = cache.workload(&key).expect("web is cached");
+    let w = cache.workload(key).expect("web is cached");
     assert_eq!(w.replicas, Some(2));
     assert_eq!(&*w.containers[0].name, "app");
     assert_eq!(
@@ -150,20 +162,27 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
         cache.deployment_of_replicaset(NS, &sets[0].name).as_deref(),
         Some("web")
     );
+    pods
+}
 
-    // PDB, HPA and namespace.
+/// PDB, HPA and namespace.
+#[allow(clippy::expect_used)] // test helper: a failure fails the test
+fn pdb_hpa_and_namespace_are_cached(cache: &CacheSet, key: &WorkloadKey) {
     let pdbs = cache.pdbs_in(NS);
     assert_eq!(pdbs.len(), 1);
     assert_eq!(pdbs[0].name, "web");
     assert_eq!(pdbs[0].min_available, Some(IntOrString::Int(1)));
-    let hpas = cache.hpas_for(&key);
+    let hpas = cache.hpas_for(key);
     assert_eq!(hpas.len(), 1);
     assert_eq!(hpas[0].max_replicas, Some(5));
     assert_eq!(hpas[0].resource_metrics[0].average_utilization, Some(70));
     let ns = cache.namespace(NS).expect("namespace is cached");
     assert_eq!(ns.labels.get("team").map(String::as_str), Some("checkout"));
+}
 
-    // Nodes: swap is what the sim's kubelet reports on its swap node.
+/// Nodes: swap is what the sim's kubelet reports on its swap node.
+#[allow(clippy::unwrap_used, clippy::expect_used)] // test helper: a failure fails the test
+async fn nodes_are_cached(cache: &CacheSet) {
     let plain = cache.node("sim-node-1").expect("sim-node-1 is cached");
     assert_eq!(
         plain.allocatable_cpu.as_ref().map(|q| q.as_str()),
@@ -175,8 +194,11 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
     })
     .await
     .unwrap();
+}
 
-    // Policies: the good one typed, the bad one kept with the field named.
+/// Policies: the good one typed, the bad one kept with the field named.
+#[allow(clippy::expect_used, clippy::panic)] // test helper: a failure fails the test
+fn policies_are_cached(cache: &CacheSet) {
     let policies = cache.policies();
     assert_eq!(policies.len(), 2);
     let by_name = |n: &str| {
@@ -193,19 +215,26 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
         .as_ref()
         .expect_err("bad does not convert");
     assert_eq!(bad.field, "spec.priority");
+}
 
-    // A later pod change arrives as a change of its workload: deleting a pod.
+/// A later pod change arrives as a change of its workload: deleting a pod.
+#[allow(clippy::unwrap_used, clippy::expect_used)] // test helper: a failure fails the test
+async fn a_pod_deletion_is_a_change_of_its_workload(
+    cache: &CacheSet,
+    client: &Client,
+    key: &WorkloadKey,
+    pod_name: &str,
+) {
     let mut changes = cache.subscribe();
-    let pod_name = pods[0].name.clone();
     Api::<Pod>::namespaced(client.clone(), NS)
-        .delete(&pod_name, &DeleteParams::default())
+        .delete(pod_name, &DeleteParams::default())
         .await
         .unwrap();
     let seen = tokio::time::timeout(WAIT, async {
         loop {
             match changes.recv().await {
-                Ok(Change::Workload(k)) if k == key => {
-                    let p = cache.pod(NS, &pod_name);
+                Ok(Change::Workload(k)) if k == *key => {
+                    let p = cache.pod(NS, pod_name);
                     if p.is_none_or(|p| p.deletion_timestamp.is_some()) {
                         return Ok(());
                     }
@@ -218,4 +247,68 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
     .await
     .expect("the pod change is notified");
     seen.unwrap();
+}
+
+/// Namespace `ns` with Deployment `web` of one pod.
+async fn namespace_with_web(client: &Client, ns: &str) -> anyhow::Result<()> {
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": ns}}),
+    )
+    .await?;
+    let labels = json!({"app": "web"});
+    create(
+        &Api::<Deployment>::namespaced(client.clone(), ns),
+        json!({
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                    "name": "app", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}
+        }),
+    )
+    .await?;
+    create(
+        &Api::<PodDisruptionBudget>::namespaced(client.clone(), ns),
+        json!({
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}
+        }),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caches_started_for_a_list_of_namespaces_hold_those_namespaces_only() {
+    let sim = start_sim().await.unwrap();
+    let client = sim.client();
+    apply_crds(&client).await.unwrap();
+    for ns in ["north", "south", "west"] {
+        namespace_with_web(&client, ns).await.unwrap();
+    }
+
+    let cache = CacheSet::new();
+    let listed = ["north".to_owned(), "south".to_owned()];
+    let _watches = cache.start(client.clone(), CacheMetrics::default(), &listed);
+    tokio::time::timeout(WAIT, cache.wait_synced())
+        .await
+        .expect("every watch of every namespace lists once");
+    let key = |ns| WorkloadKey::new(ns, WorkloadKind::Deployment, "web");
+    for ns in ["north", "south"] {
+        eventually("the pod of web", WAIT, || async {
+            (cache.pods_of(&key(ns)).len() == 1).then_some(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(cache.pdbs_in(ns).len(), 1, "the PDB of {ns}");
+    }
+    assert_eq!(cache.workload_count(), 2);
+    assert!(cache.workload(&key("west")).is_none());
+    assert!(cache.pdbs_in("west").is_empty());
+    assert!(cache.replicasets_of("west", "web").is_empty());
+    assert!(
+        cache.namespace("west").is_some(),
+        "namespaces are watched over the cluster"
+    );
+    assert!(cache.node("sim-node-1").is_some());
 }

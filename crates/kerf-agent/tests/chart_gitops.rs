@@ -7,6 +7,7 @@ mod chart_support;
 
 use std::ffi::OsStr;
 
+use chart_support::strs;
 use kerf_api::wellknown::{FIELD_MANAGER, FIELD_MANAGER_HPA};
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -42,14 +43,6 @@ fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> Res<&'a Value> {
     docs.iter()
         .find(|d| d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name))
         .ok_or_else(|| format!("docs/gitops.md shows no {kind} {name}").into())
-}
-
-fn strs(v: &Value) -> Vec<&str> {
-    v.as_sequence()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
 }
 
 /// `helm template` of the chart with `values` (as a values file) in `ns`.

@@ -6,6 +6,7 @@
 
 mod chart_support;
 
+use chart_support::strs;
 use serde_yaml::Value;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -28,14 +29,6 @@ fn validating(docs: &[Value]) -> Res<&Value> {
 
 fn mutating(docs: &[Value]) -> Res<&Value> {
     Ok(config(docs, "MutatingWebhookConfiguration").ok_or("no MutatingWebhookConfiguration")?)
-}
-
-fn strs(v: &Value) -> Vec<&str> {
-    v.as_sequence()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
 }
 
 #[test]

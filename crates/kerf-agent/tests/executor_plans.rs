@@ -1,18 +1,16 @@
-//! The pure plans of the rollout, release, HPA and OnDelete writes, without a server.
+//! The pure plans of the rollout, release, HPA and eviction writes, without a server (the
+//! OnDelete replacement order is `kerf-decide/tests/ondelete_plan.rs`).
 
 mod executor_plans {
-    use chrono::{DateTime, Duration, TimeZone, Utc};
     use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use kerf_agent::executor::WorkloadId;
     use kerf_agent::executor::hpa::{MetricSource, target_patch, utilization_targets};
-    use kerf_agent::executor::ondelete::{
-        OnDeleteInput, OnDeletePlan, StsPod, WaitReason, eviction_body, ordinal_of, plan,
-        refusal_details,
-    };
+    use kerf_agent::executor::ondelete::eviction_body;
     use kerf_agent::executor::release::{owned_fields, plan_release};
     use kerf_agent::executor::rollout::{RolloutState, rollout_state};
     use kerf_agent::executor::template::{TemplateContainers, apply_body};
     use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
+    use kerf_decide::ondelete::{ordinal_of, refusal_details};
     use kube::api::DynamicObject;
     use serde_json::{Value, json};
 
@@ -267,103 +265,6 @@ mod executor_plans {
             (1, MetricSource::Resource, Resource::Cpu, 60)
         );
         assert_eq!(t[1].container.as_deref(), Some("app"));
-    }
-
-    fn t0() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0)
-            .single()
-            .unwrap_or_default()
-    }
-
-    fn sts_pod(ordinal: u32, rev: &str, ready_for: i64) -> StsPod {
-        StsPod {
-            name: format!("db-{ordinal}"),
-            ordinal,
-            revision: Some(rev.into()),
-            ready: true,
-            ready_since: Some(t0() - Duration::seconds(ready_for)),
-            terminating: false,
-        }
-    }
-
-    fn input(pods: &[StsPod]) -> OnDeleteInput<'_> {
-        OnDeleteInput {
-            replicas: u32::try_from(pods.len()).unwrap_or(0),
-            update_revision: "new",
-            pods,
-            max_deletes_per_run: 1,
-            settle: Duration::seconds(30),
-            now: t0(),
-        }
-    }
-
-    // rule: AP-52, AP-53, AP-54
-    #[test]
-    fn outdated_pods_are_replaced_highest_ordinal_first_within_the_per_run_limit() {
-        let pods = [
-            sts_pod(0, "old", 60),
-            sts_pod(1, "old", 60),
-            sts_pod(2, "new", 60),
-            sts_pod(3, "old", 60),
-        ];
-        assert_eq!(
-            plan(&input(&pods)),
-            OnDeletePlan::Evict {
-                pods: vec!["db-3".into()]
-            }
-        );
-        let two = OnDeleteInput {
-            max_deletes_per_run: 2,
-            ..input(&pods)
-        };
-        assert_eq!(
-            plan(&two),
-            OnDeletePlan::Evict {
-                pods: vec!["db-3".into(), "db-1".into()]
-            }
-        );
-        let done = [sts_pod(0, "new", 60), sts_pod(1, "new", 60)];
-        assert_eq!(plan(&input(&done)), OnDeletePlan::Done);
-    }
-
-    // rule: AP-56
-    #[test]
-    fn a_pod_is_replaced_only_when_every_pod_has_been_ready_for_settle() {
-        let pods = [sts_pod(0, "old", 60), sts_pod(1, "new", 10)];
-        assert!(matches!(
-            plan(&input(&pods)),
-            OnDeletePlan::Wait {
-                reason: WaitReason::Settling { .. },
-                outdated: 1
-            }
-        ));
-        let pods = [sts_pod(0, "old", 60), sts_pod(1, "new", 30)];
-        assert!(matches!(plan(&input(&pods)), OnDeletePlan::Evict { .. }));
-        let mut not_ready = sts_pod(1, "new", 60);
-        not_ready.ready = false;
-        let pods = [sts_pod(0, "old", 60), not_ready];
-        assert!(matches!(
-            plan(&input(&pods)),
-            OnDeletePlan::Wait {
-                reason: WaitReason::NotReady { .. },
-                ..
-            }
-        ));
-        let pods = [sts_pod(0, "old", 60)];
-        let missing = OnDeleteInput {
-            replicas: 2,
-            ..input(&pods)
-        };
-        assert!(matches!(
-            plan(&missing),
-            OnDeletePlan::Wait {
-                reason: WaitReason::PodMissing {
-                    expected: 2,
-                    found: 1
-                },
-                ..
-            }
-        ));
     }
 
     // rule: AP-59, EV-43

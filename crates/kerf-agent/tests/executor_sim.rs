@@ -8,17 +8,31 @@ mod executor_sim {
     use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kerf_agent::cache::pods::PodWire;
+    use kerf_agent::cache::{Interner, PodInfo};
     use kerf_agent::executor::hpa::{HpaError, MetricSource, write_hpa_target};
-    use kerf_agent::executor::inplace::{InPlaceInput, InPlaceOutcome, plan, view_of};
     use kerf_agent::executor::ondelete::{EvictOutcome, evict_pod};
     use kerf_agent::executor::resize::{ResizeError, resize_pod};
     use kerf_agent::executor::rollout::{Applied, apply_template, release};
     use kerf_agent::executor::{ContainerResources, WorkloadId};
+    use kerf_agent::reconcile::facts::pod_facts;
     use kerf_api::{Resource, ResourceRequirements, ResourceValues, WorkloadKind};
+    use kerf_decide::facts::PodFacts;
+    use kerf_decide::inplace::{InPlaceInput, InPlaceOutcome, plan};
     use kerf_sim::sim::Sim;
     use kube::Api;
     use kube::api::PostParams;
     use serde_json::{Value, json};
+
+    /// A pod as a pass reads it: decoded as the watch decodes it into the cache's record,
+    /// then into the decision's view.
+    fn pod_view(pod: &Pod) -> anyhow::Result<PodFacts> {
+        let wire: PodWire = serde_json::from_value(serde_json::to_value(pod)?)?;
+        Ok(pod_facts(&PodInfo::from_wire(
+            wire,
+            &mut Interner::default(),
+        )))
+    }
 
     async fn start() -> anyhow::Result<Sim> {
         kerf_testkit::sim().await
@@ -309,11 +323,13 @@ mod executor_sim {
         assert_eq!(cpu(&spec.containers[0]).as_deref(), Some("150m"));
         let init = spec.init_containers.unwrap_or_default();
         assert_eq!(cpu(&init[0]).as_deref(), Some("50m"));
-        let view = view_of(&p, None, None);
-        assert!(view.spec.iter().any(|(n, _)| n == "proxy"), "{view:?}");
+        let view = pod_view(&p)?;
+        assert!(
+            view.spec_resources.iter().any(|(n, _)| n == "proxy"),
+            "{view:?}"
+        );
         wait_for(&api, "rs-side", |p| {
-            let v = view_of(p, None, None);
-            kerf_agent::executor::inplace::pod_state(&v, &target).is_accepted()
+            pod_view(p).is_ok_and(|v| kerf_decide::inplace::pod_state(&v, &target).is_accepted())
         })
         .await?;
         Ok(())
@@ -336,12 +352,11 @@ mod executor_sim {
             .map(|q| q.0.clone());
         assert_eq!(spec_cpu.as_deref(), Some("150m"));
         let done = wait_for(&api, "rs-ok", |p| {
-            let v = view_of(p, None, None);
-            kerf_agent::executor::inplace::pod_state(&v, &target).is_accepted()
+            pod_view(p).is_ok_and(|v| kerf_decide::inplace::pod_state(&v, &target).is_accepted())
         })
         .await?;
         let now = chrono::Utc::now();
-        let views = [view_of(&done, None, None)];
+        let views = [pod_view(&done)?];
         let plan = plan(&InPlaceInput {
             kind: WorkloadKind::Deployment,
             rollout_safe: true,

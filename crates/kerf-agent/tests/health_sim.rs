@@ -14,8 +14,8 @@ use kerf_agent::executor::WorkloadId;
 use kerf_agent::executor::resize::resize_pod;
 use kerf_agent::executor::rollout::apply_template;
 use kerf_agent::health::{
-    HealthStep, RollbackCtx, RollbackOutcome, RsrWriter, StatusWriter, ThrottlingSource,
-    WatchInput, Watcher, rollback::RollbackWrite,
+    HealthStep, RollbackCtx, RollbackOutcome, StatusWriter, ThrottlingSource, WatchInput, Watcher,
+    rollback::RollbackWrite,
 };
 use kerf_agent::intent::IntentError;
 use kerf_api::event::EventType;
@@ -129,7 +129,8 @@ async fn roll_back<W: StatusWriter>(
         metrics: &kerf_agent::executor::metrics::ExecutorMetrics::default(),
         now: Utc::now(),
     };
-    let out = w.rollback(&ctx, status, breach, writer).await?;
+    let out =
+        kerf_agent::reconcile::rollback_step::roll_back(w, &ctx, status, breach, writer).await?;
     let wrote = wrote
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -200,8 +201,27 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
         );
     }
 
-    // Marked RolledBack first, with the pods still at the change's values (RB-20, RB-21).
-    let (marked, pods_then) = &writer.writes[1];
+    marked_rolled_back_first(&writer.writes);
+    // Memory resized back; CPU keeps the change's value (RB-22, RB-35).
+    let now_pods = pods(&client, "oom").await?;
+    for r in pod_requests(&now_pods) {
+        assert_eq!((r.cpu, r.memory), (Some("80m".into()), Some("64Mi".into())));
+    }
+    rsr_status_names_the_oom_rollback(&writer.inner).await?;
+    one_rolled_back_event_with_the_numbers(out, &change)?;
+    // The watch ended with the rollback (RB-04).
+    let again = w
+        .step(&client, &mut status, &input(&now_pods, Utc::now()))
+        .await;
+    assert_eq!(again, HealthStep::Idle);
+    Ok(())
+}
+
+/// The first status written marks the change RolledBack, with the pods still at the
+/// change's values (RB-20, RB-21).
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+fn marked_rolled_back_first(writes: &[(RightsizingRecommendationStatus, Vec<ResourceValues>)]) {
+    let (marked, pods_then) = &writes[1];
     assert_eq!(marked.phase, Some(kerf_api::rsr::Phase::RolledBack));
     assert_eq!(
         marked.change.as_ref().unwrap().state,
@@ -212,12 +232,12 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
         pods_then.iter().all(|r| r.memory == Some("48Mi".into())),
         "{pods_then:?}"
     );
-    // Memory resized back; CPU keeps the change's value (RB-22, RB-35).
-    let now_pods = pods(&client, "oom").await?;
-    for r in pod_requests(&now_pods) {
-        assert_eq!((r.cpu, r.memory), (Some("80m".into()), Some("64Mi".into())));
-    }
-    let st = rsr_status(&writer.inner).await?;
+}
+
+/// The rsr's status names the rollback of memory for OOM kills.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+async fn rsr_status_names_the_oom_rollback(writer: &RsrWriter) -> anyhow::Result<()> {
+    let st = rsr_status(writer).await?;
     assert_eq!(st["phase"], "RolledBack");
     assert_eq!(st["change"]["state"], "RolledBack");
     assert_eq!(st["lastRollback"]["reason"], "OOMKills");
@@ -232,7 +252,15 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
         (hw["status"].as_str(), hw["reason"].as_str()),
         (Some("False"), Some("OOMKills"))
     );
-    // One rolled_back event with the numbers (RB-25 to RB-27, EV-59).
+    Ok(())
+}
+
+/// One rolled_back event with the numbers (RB-25 to RB-27, EV-59).
+#[allow(clippy::unwrap_used, clippy::panic)] // test helper: a failure fails the test
+fn one_rolled_back_event_with_the_numbers(
+    out: RollbackOutcome,
+    change: &ChangeRecord,
+) -> anyhow::Result<()> {
     let RollbackOutcome::Done { events } = out else {
         panic!("rollback not done: {out:?}")
     };
@@ -251,11 +279,6 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
     assert_eq!(e.containers[0].to.requests.cpu, None);
     e.validate()?;
     assert_eq!(kerf_api::wellknown::k8s_event_type(e.type_), "Warning");
-    // The watch ended with the rollback (RB-04).
-    let again = w
-        .step(&client, &mut status, &input(&now_pods, Utc::now()))
-        .await;
-    assert_eq!(again, HealthStep::Idle);
     Ok(())
 }
 

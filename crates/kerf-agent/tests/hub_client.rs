@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kerf_agent::clock::{SharedClock, TestClock};
 use kerf_agent::hub::{Fetch, HubClient, HubClientConfig, HubClientError, HubMetrics};
-use kerf_api::hub::{ClusterConfig, PauseScope, Recommendation, RecommendationList};
+use kerf_api::hub::{ClusterConfig, PauseScope, Recommendation};
 use kerf_sim::hub::{DevHub, DevHubConfig, Endpoint, Fault, start};
 use prometheus_client::registry::Registry;
 
@@ -20,21 +20,7 @@ fn t0() -> DateTime<Utc> {
 
 #[allow(clippy::unwrap_used)]
 fn recommendation(name: &str) -> Recommendation {
-    let list: RecommendationList = serde_json::from_value(serde_json::json!({
-        "recommendations": [{
-            "workload": {"namespace": "shop", "kind": "Deployment", "name": name},
-            "recommendationID": "0b9b5c1e-4f7c-4a52-9a43-1f1d3f6b7c10",
-            "generatedAt": "2026-11-04T10:00:00Z",
-            "confidence": "0.83",
-            "dataCoverage": {"covered": "240h", "window": "336h"},
-            "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-                         "headroomPercent": 15, "limits": "Keep"},
-            "containers": [{"name": "app", "requests": {"cpu": "250m", "memory": "512Mi"}}]
-        }],
-        "generatedAt": "2026-11-04T10:00:05Z"
-    }))
-    .unwrap();
-    list.recommendations[0].clone()
+    serde_json::from_value(kerf_testkit::api::recommendation_json("shop", name)).unwrap()
 }
 
 struct Rig {

@@ -14,7 +14,7 @@ use std::process::Command;
 use kerf_agent::executor::metrics::{ActionLabels, ReasonLabel, ResourceLabel};
 use kerf_agent::hub::metrics::{EndpointLabel, RequestLabels};
 use kerf_agent::metrics::applied::AppliedLabels;
-use kerf_agent::metrics::{Metrics, ResultLabel, TypeReason};
+use kerf_agent::metrics::{Metrics, ResultLabel, StepLabel, TypeReason};
 use kerf_agent::outbox::metrics::TypeLabel;
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -217,6 +217,8 @@ fn populated_metrics() -> Metrics {
     };
     m.reconcile.decisions.get_or_create(&type_reason).inc();
     m.reconcile.duration.get_or_create(&result).observe(0.1);
+    let step = StepLabel { step: s("start") };
+    m.reconcile.pass_duration.get_or_create(&step).observe(0.1);
     m.webhook.requests.get_or_create(&result).inc();
     let action = ActionLabels {
         action: s("resize"),

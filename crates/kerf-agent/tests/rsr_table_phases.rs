@@ -1,17 +1,14 @@
 //! `kubectl get rsr -A` and `kubectl get rsr -A -o wide` (the real kubectl 1.32, against
-//! kerf-sim) for every phase: each rsr's status is built by the agent's own status code from
+//! kerf-sim) for every phase: each rsr's status is built by the status code the agent runs from
 //! a real decision, written through the status subresource, and the table's PHASE, CPU,
 //! MEMORY, REASON and wide columns (POLICY, CONFIDENCE, LAST CHANGE, NEXT) are checked.
 
-#[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
-mod pipeline_fixture;
-mod status_support;
+use kerf_testkit::decide as pipeline_fixture;
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::core::v1::Namespace;
-use kerf_agent::status::{self, Invalid, StatusInput};
 use kerf_api::policy::{Mode, Strategy, Window};
 use kerf_api::rsr::{
     ChangeProgress, ChangeRecord, ChangeState, RightsizingRecommendationStatus, RollbackRecord,
@@ -21,12 +18,13 @@ use kerf_api::wellknown as wk;
 use kerf_api::{Resource, RightsizingRecommendation};
 use kerf_decide::effective::{Layer, Sourced};
 use kerf_decide::facts::Facts;
+use kerf_decide::status::Invalid;
 use kerf_testkit::{kubectl_stdout, table};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use pipeline_fixture::status::{audit_status, build, in_place_change, invalid_only};
 use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, set_strategy, values};
 use serde_json::json;
-use status_support::{audit_status, build, in_place_change};
 
 const NS: &str = "payments";
 
@@ -80,17 +78,7 @@ fn pending() -> Row {
         reason: wk::CONDITION_REASON_INVALID_SPEC,
         message: "spec.containers[0].requests.cpu: not a quantity".into(),
     }];
-    let status = status::build_status(&StatusInput {
-        previous: &RightsizingRecommendationStatus::default(),
-        decision: None,
-        facts: None,
-        policy_name: None,
-        generation: Some(1),
-        invalid: &invalid,
-        rollout_in_progress: false,
-        withdrawn: false,
-        now: now(),
-    });
+    let status = invalid_only(&invalid, false);
     Row {
         name: "pending",
         status,

@@ -137,101 +137,103 @@ fn flags_set_every_value() {
     assert_eq!(s.metrics_addr.to_string(), "127.0.0.1:9000");
 }
 
+/// Flags with an invalid value, each with a part of the error that names it.
+const INVALID_VALUES: &[(&[&str], &str)] = &[
+    (
+        &["--tolerance", "150"],
+        r#"invalid --tolerance "150": must be between 0 and 100 (exclusive)"#,
+    ),
+    (
+        &["--tolerance", "0"],
+        "invalid --tolerance \"0\": must be between 0 and 100",
+    ),
+    (&["--tolerance", "100"], "must be between 0 and 100"),
+    (&["--tolerance", "abc"], "invalid --tolerance \"abc\""),
+    (&["--tolerance", "1.23456"], "at most 3 decimals"),
+    (
+        &["--hub-poll-interval", "soon"],
+        "invalid --hub-poll-interval \"soon\"",
+    ),
+    (
+        &["--hub-stale-after", "0s"],
+        "invalid --hub-stale-after \"0s\": must be at least 1s",
+    ),
+    (
+        &["--health-throttling-delay=-2m"],
+        r#"invalid --health-throttling-delay "-2m": must not be negative"#,
+    ),
+    (
+        &["--on-delete-settle", "30"],
+        "invalid --on-delete-settle \"30\"",
+    ),
+    (
+        &["--on-delete-max-pod-deletes-per-run", "0"],
+        "invalid --on-delete-max-pod-deletes-per-run",
+    ),
+    (&["--hub-url", "ftp://x"], "invalid --hub-url"),
+    (
+        &["--health-metrics-url", "prometheus:9090"],
+        "invalid --health-metrics-url",
+    ),
+    (
+        &["--unsupported-node-selector", "nokey"],
+        "invalid --unsupported-node-selector",
+    ),
+    (
+        &["--unsupported-node-selector", "a=b,=c"],
+        "is not a label key",
+    ),
+    (
+        &["--lease-renew-deadline", "20s"],
+        "invalid --lease-renew-deadline \"20s\": must be shorter than --lease-duration",
+    ),
+    (
+        &["--lease-retry-period", "10s"],
+        "invalid --lease-retry-period",
+    ),
+    (
+        &[
+            "--lease-duration",
+            "3s",
+            "--lease-renew-deadline",
+            "2s",
+            "--lease-retry-period",
+            "1s",
+        ],
+        "invalid --lease-duration",
+    ),
+    (&["--outbox-max-events=-1"], "invalid --outbox-max-events"),
+    (&["--outbox-max-bytes", "8MB"], "invalid --outbox-max-bytes"),
+    (
+        &["--reconcile-concurrency=0"],
+        "invalid --reconcile-concurrency",
+    ),
+    (
+        &["--max-writes-per-second", "0"],
+        "invalid --max-writes-per-second",
+    ),
+    (&["--write-burst", "lots"], "invalid --write-burst"),
+    (&["--metrics-addr", "localhost"], "invalid --metrics-addr"),
+    (&["--webhook-addr", "x:y"], "invalid --webhook-addr"),
+    (
+        &["--freeze-windows", "[{\"schedule\": \"0 0 * * *\"}]"],
+        "invalid --freeze-windows",
+    ),
+    (
+        &["--freeze-windows", "/nonexistent/windows.yaml"],
+        "cannot read the file",
+    ),
+    (
+        &["--cluster-defaults-file", "/nonexistent/defaults.yaml"],
+        "invalid --cluster-defaults-file",
+    ),
+    (&["--namespace", "Bad_NS"], "invalid --namespace"),
+    (&["--log-filter", "kerf=loud"], "invalid --log-filter"),
+];
+
 #[test]
 fn each_invalid_value_is_named() {
-    let cases: &[(&[&str], &str)] = &[
-        (
-            &["--tolerance", "150"],
-            r#"invalid --tolerance "150": must be between 0 and 100 (exclusive)"#,
-        ),
-        (
-            &["--tolerance", "0"],
-            "invalid --tolerance \"0\": must be between 0 and 100",
-        ),
-        (&["--tolerance", "100"], "must be between 0 and 100"),
-        (&["--tolerance", "abc"], "invalid --tolerance \"abc\""),
-        (&["--tolerance", "1.23456"], "at most 3 decimals"),
-        (
-            &["--hub-poll-interval", "soon"],
-            "invalid --hub-poll-interval \"soon\"",
-        ),
-        (
-            &["--hub-stale-after", "0s"],
-            "invalid --hub-stale-after \"0s\": must be at least 1s",
-        ),
-        (
-            &["--health-throttling-delay=-2m"],
-            r#"invalid --health-throttling-delay "-2m": must not be negative"#,
-        ),
-        (
-            &["--on-delete-settle", "30"],
-            "invalid --on-delete-settle \"30\"",
-        ),
-        (
-            &["--on-delete-max-pod-deletes-per-run", "0"],
-            "invalid --on-delete-max-pod-deletes-per-run",
-        ),
-        (&["--hub-url", "ftp://x"], "invalid --hub-url"),
-        (
-            &["--health-metrics-url", "prometheus:9090"],
-            "invalid --health-metrics-url",
-        ),
-        (
-            &["--unsupported-node-selector", "nokey"],
-            "invalid --unsupported-node-selector",
-        ),
-        (
-            &["--unsupported-node-selector", "a=b,=c"],
-            "is not a label key",
-        ),
-        (
-            &["--lease-renew-deadline", "20s"],
-            "invalid --lease-renew-deadline \"20s\": must be shorter than --lease-duration",
-        ),
-        (
-            &["--lease-retry-period", "10s"],
-            "invalid --lease-retry-period",
-        ),
-        (
-            &[
-                "--lease-duration",
-                "3s",
-                "--lease-renew-deadline",
-                "2s",
-                "--lease-retry-period",
-                "1s",
-            ],
-            "invalid --lease-duration",
-        ),
-        (&["--outbox-max-events=-1"], "invalid --outbox-max-events"),
-        (&["--outbox-max-bytes", "8MB"], "invalid --outbox-max-bytes"),
-        (
-            &["--reconcile-concurrency=0"],
-            "invalid --reconcile-concurrency",
-        ),
-        (
-            &["--max-writes-per-second", "0"],
-            "invalid --max-writes-per-second",
-        ),
-        (&["--write-burst", "lots"], "invalid --write-burst"),
-        (&["--metrics-addr", "localhost"], "invalid --metrics-addr"),
-        (&["--webhook-addr", "x:y"], "invalid --webhook-addr"),
-        (
-            &["--freeze-windows", "[{\"schedule\": \"0 0 * * *\"}]"],
-            "invalid --freeze-windows",
-        ),
-        (
-            &["--freeze-windows", "/nonexistent/windows.yaml"],
-            "cannot read the file",
-        ),
-        (
-            &["--cluster-defaults-file", "/nonexistent/defaults.yaml"],
-            "invalid --cluster-defaults-file",
-        ),
-        (&["--namespace", "Bad_NS"], "invalid --namespace"),
-        (&["--log-filter", "kerf=loud"], "invalid --log-filter"),
-    ];
-    for (flags, want) in cases {
+    for (flags, want) in INVALID_VALUES {
         let got = err(flags);
         assert!(got.contains(want), "{flags:?}: got {got:?}, want {want:?}");
     }
@@ -442,6 +444,9 @@ fn run_help_documents_every_flag_with_its_variable() {
         "KERF_WEBHOOK_KEY_FILE",
         "KERF_LOG_FORMAT",
         "KERF_LOG",
+        "KERF_SCOPE_NAMESPACES",
+        "KERF_SCOPE_NAMESPACE_SELECTOR",
+        "KERF_SCOPE_WORKLOAD_SELECTOR",
     ] {
         assert!(
             help.contains(&format!("env: {var}=")) || help.contains(&format!("env: {var}]")),

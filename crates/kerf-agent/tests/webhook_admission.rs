@@ -8,6 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use kerf_agent::webhook::{self, SharedIndex};
 use kerf_api::RightsizingRecommendation;
+use kerf_testkit::api::admission_review;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -63,18 +64,13 @@ fn pod(owners: Value, resources: Value) -> Value {
     })
 }
 
+/// A review of `operation` on pod `object` in namespace `demo` by the ReplicaSet controller.
 fn review(uid: &str, operation: &str, object: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "demo", "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "object": object, "oldObject": null, "dryRun": false,
-        }
-    })
+    let user = "system:serviceaccount:kube-system:replicaset-controller";
+    let pods = ["", "v1", "Pod", "pods"];
+    let mut r = admission_review(uid, operation, pods, user, [object, Value::Null]);
+    r["request"]["namespace"] = json!("demo");
+    r
 }
 
 /// An index with Deployment `web` (ReplicaSet `web-7d9f`) at live values.

@@ -1,11 +1,13 @@
 //! The webhook's index follows the agent's caches: an rsr and a ReplicaSet applied to
-//! the caches reach the index, and a rolled-back or deleted rsr leaves it.
+//! the caches reach the index, and a rolled-back or deleted rsr leaves it. The live values
+//! of a workload outside the agent's scope never reach it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kerf_agent::cache::pods::OwnerRef;
 use kerf_agent::cache::{CacheSet, Interner, ReplicaSetInfo, RsrEntry};
+use kerf_agent::scope::Scope;
 use kerf_agent::webhook::{SharedIndex, feed};
 use kerf_api::WorkloadKind;
 use kube::api::DynamicObject;
@@ -42,7 +44,12 @@ async fn index_follows_the_caches() {
     let cache = CacheSet::new();
     let index = SharedIndex::new();
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(feed::feed(cache.clone(), index.clone(), stop));
+    let task = tokio::spawn(feed::feed(
+        cache.clone(),
+        index.clone(),
+        Scope::default(),
+        stop,
+    ));
 
     cache.apply_rsr(rsr_entry("Applied").unwrap());
     cache.apply_replicaset(ReplicaSetInfo {
@@ -81,5 +88,31 @@ async fn index_follows_the_caches() {
         tokio::time::timeout(Duration::from_secs(5), task)
             .await
             .is_ok()
+    );
+}
+
+// The webhook does not patch the pods of a workload outside the scope.
+#[test]
+fn live_values_outside_the_scope_are_not_indexed() {
+    let cache = CacheSet::new();
+    cache.apply_rsr(rsr_entry("Applied").unwrap());
+    let live = |scope: &Scope| {
+        feed::rebuild(&cache, scope)
+            .live_for("demo", WorkloadKind::Deployment, "web")
+            .is_some()
+    };
+    assert!(live(&Scope::default()), "in the scope: indexed");
+    let elsewhere = Scope {
+        namespaces: vec!["other".to_owned()],
+        ..Scope::default()
+    };
+    assert!(!live(&elsewhere), "namespace demo is outside the scope");
+    let selected = Scope {
+        workload_selector: kerf_agent::scope::parse_selector("kerf=on").unwrap(),
+        ..Scope::default()
+    };
+    assert!(
+        !live(&selected),
+        "the workload's labels are not known: not indexed"
     );
 }

@@ -11,6 +11,7 @@ use kerf_agent::reconcile::policies::desired_status;
 use kerf_agent::webhook::{self, SharedIndex};
 use kerf_api::policy::RightsizingPolicyStatus;
 use kerf_decide::coverage::PolicyCoverage;
+use kerf_testkit::api::admission_review;
 use kube::core::DynamicObject;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -29,18 +30,17 @@ fn window(schedule: &str, duration: &str, time_zone: &str) -> Value {
     json!({"freezeWindows": [{"schedule": schedule, "duration": duration, "timeZone": time_zone}]})
 }
 
+/// A review of `operation` on policy `shop` by alice.
 fn review(uid: &str, operation: &str, object: Value, old: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "kerf.getkerf.dev", "version": "v1alpha1", "kind": "RightsizingPolicy"},
-            "resource": {"group": "kerf.getkerf.dev", "version": "v1alpha1", "resource": "rightsizingpolicies"},
-            "name": "shop", "operation": operation,
-            "userInfo": {"username": "alice"},
-            "object": object, "oldObject": old, "dryRun": false,
-        }
-    })
+    let policies = [
+        "kerf.getkerf.dev",
+        "v1alpha1",
+        "RightsizingPolicy",
+        "rightsizingpolicies",
+    ];
+    let mut r = admission_review(uid, operation, policies, "alice", [object, old]);
+    r["request"]["name"] = json!("shop");
+    r
 }
 
 fn app(registry: &mut Registry) -> Router {

@@ -406,6 +406,16 @@ impl Strategy {
             .into_iter()
             .find(|m| m.as_str() == s)
     }
+
+    /// Whether a change by this strategy lives in the running pods (resized in place)
+    /// rather than in the pod template: its values are live on the pods, the running pods
+    /// keep them when it is released, and its watch does not wait for a rollout.
+    pub fn resizes_pods(self) -> bool {
+        match self {
+            Strategy::InPlace => true,
+            Strategy::Rollout | Strategy::Deferred => false,
+        }
+    }
 }
 
 impl std::fmt::Display for Strategy {

@@ -156,6 +156,10 @@ name_list! {
         /// skipped: the annotation `kerf.getkerf.dev/revert` holds the workload at its template
         /// values.
         REASON_REVERT_REQUESTED = "RevertRequested",
+        /// skipped: the workload is outside the agent's scope (`scope.namespaces`,
+        /// `scope.namespaceSelector`, `scope.workloadSelector`); no rsr is made and nothing
+        /// is changed.
+        REASON_OUT_OF_SCOPE = "OutOfScope",
     ]
 }
 

@@ -42,26 +42,13 @@ fn with_unknown_fields(v: &Value) -> Value {
 }
 
 fn recommendations() -> Value {
-    json!({
-        "recommendations": [{
-            "workload": {"namespace": "payments-prod", "kind": "Deployment", "name": "checkout"},
-            "recommendationID": "0b9b5c1e-4f7c-4a52-9a43-1f1d3f6b7c10",
-            "generatedAt": "2026-11-04T10:00:00Z",
-            "confidence": "0.83",
-            "dataCoverage": {"covered": "240h", "window": "336h"},
-            "settings": {"window": "336h", "cpuPercentile": 90, "memoryPercentile": 99,
-                         "headroomPercent": 15, "limits": "Keep"},
-            "containers": [{
-                "name": "app",
-                "requests": {"cpu": "250m", "memory": "512Mi"},
-                "limits": {"memory": "512Mi"},
-                "removeLimits": ["cpu"],
-                "confidence": "0.83",
-                "flags": ["throttled", "jvm-fixed-heap"]
-            }]
-        }],
-        "generatedAt": "2026-11-04T10:00:05Z"
-    })
+    let mut r = kerf_testkit::api::recommendation_json("payments-prod", "checkout");
+    let app = &mut r["containers"][0];
+    app["limits"] = json!({"memory": "512Mi"});
+    app["removeLimits"] = json!(["cpu"]);
+    app["confidence"] = json!("0.83");
+    app["flags"] = json!(["throttled", "jvm-fixed-heap"]);
+    json!({"recommendations": [r], "generatedAt": "2026-11-04T10:00:05Z"})
 }
 
 fn config() -> Value {

@@ -35,7 +35,7 @@ fn ev_09_each_reason_belongs_to_exactly_one_type_and_reasons_lists_them_all() {
     let all: BTreeSet<&str> = REASONS.iter().copied().collect();
     assert_eq!(all.len(), REASONS.len(), "REASONS lists a reason twice");
     assert_eq!(unique, all);
-    assert_eq!(REASONS.len(), 36);
+    assert_eq!(REASONS.len(), 37);
 }
 
 // rule: EV-09
@@ -52,7 +52,8 @@ fn ev_09_reasons_of_each_type_are_the_contracts() {
             "ModeAudit",
             "NoSignificantChange",
             "RecommendationStale",
-            "RevertRequested"
+            "RevertRequested",
+            "OutOfScope"
         ]
     );
     assert_eq!(

@@ -8,12 +8,11 @@ use kerf_api::validate::{
 };
 use serde_json::{Value, json};
 
-mod policy_errors;
 use kerf_api::policy::{
     LABEL_SELECTOR_EMPTY_MESSAGE, SELECTOR_ALL_WITH_TERMS_MESSAGE,
     SELECTOR_EMPTY_NAMESPACES_MESSAGE, SELECTOR_NO_TERM_MESSAGE, SELECTOR_REQUIRED_MESSAGE,
 };
-use policy_errors::{errors_of, only_error, paths, selector_errors_of};
+use kerf_testkit::api::{errors_of, only_error, paths, selector_errors_of};
 
 #[test]
 fn the_documented_examples_are_valid() {

@@ -25,13 +25,11 @@ fn schemas() -> Vec<(&'static str, Value)> {
     ]
 }
 
-mod schema_walk;
-
 /// Every rule with the path of the schema node that carries it.
 fn all_rules() -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for (kind, schema) in schemas() {
-        schema_walk::walk(&schema, kind, &mut |path, node| {
+        kerf_testkit::api::walk_schema(&schema, kind, &mut |path, node| {
             let rules = node
                 .get("x-kubernetes-validations")
                 .and_then(Value::as_array);
@@ -53,7 +51,16 @@ struct Case {
     bad: Vec<Value>,
 }
 
+/// The cases of every rule.
 fn cases() -> Vec<Case> {
+    [window_and_hpa_cases(), selector_cases(), canary_cases()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The rules of maintenance and freeze windows and of the HPA settings.
+fn window_and_hpa_cases() -> Vec<Case> {
     vec![
         Case {
             rule_starts_with: "(has(self.schedule) && has(self.duration)",
@@ -88,6 +95,12 @@ fn cases() -> Vec<Case> {
             ],
             bad: vec![json!({"minTargetUtilization": 90, "maxTargetUtilization": 50})],
         },
+    ]
+}
+
+/// The rules of the policy's selector.
+fn selector_cases() -> Vec<Case> {
+    vec![
         Case {
             rule_starts_with: "has(self.selector)",
             good: vec![json!({"all": true})],
@@ -142,6 +155,12 @@ fn cases() -> Vec<Case> {
                 json!({"matchLabels": {}, "matchExpressions": []}),
             ],
         },
+    ]
+}
+
+/// The rules of the canary.
+fn canary_cases() -> Vec<Case> {
+    vec![
         Case {
             rule_starts_with: "!has(self.pods) || string(self.pods)",
             good: vec![

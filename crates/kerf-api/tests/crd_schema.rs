@@ -26,8 +26,7 @@ fn schema(kind: &str) -> Value {
     crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
-mod schema_walk;
-use schema_walk::walk;
+use kerf_testkit::api::walk_schema as walk;
 
 /// The paths (starting with the kind) of the nodes of both CRDs' schemas that `pick`
 /// picks.

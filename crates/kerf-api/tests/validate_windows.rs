@@ -4,8 +4,7 @@
 
 use kerf_api::validate::{parse_schedule, parse_time_zone};
 
-mod policy_errors;
-use policy_errors::{errors_of, only_error, paths};
+use kerf_testkit::api::{errors_of, only_error, paths};
 
 // rule: AP-29, AP-33
 #[test]

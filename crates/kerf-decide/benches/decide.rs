@@ -10,8 +10,7 @@
 //!
 //! Run: `cargo bench -p kerf-decide --bench decide` (release build; prints a table).
 
-#[path = "../tests/pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use std::alloc::System;
 use std::hint::black_box;

@@ -9,106 +9,14 @@
 //! breach restores only the pods it touched, and the values are blocked afterwards like
 //! after any rollback (RB-31, through `lastRollback`).
 
-use chrono::{DateTime, Duration, Utc};
-use kerf_api::policy::{Canary, CanaryPods};
+use chrono::{DateTime, Utc};
 use kerf_api::rsr::{CanaryRecord, CanaryStage};
 
-use crate::duration::parse_go_duration;
+use crate::facts::PodFacts;
+use crate::inplace::{self, PodResize};
+use crate::values::ContainerResources;
 
-/// How many pods a canary resizes first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CanarySize {
-    /// A number of pods (at least 1).
-    Pods(u32),
-    /// A percentage of the targeted pods (1 to 100), rounded up.
-    Percent(u8),
-}
-
-impl CanarySize {
-    /// How many of `total` targeted pods the canary resizes first (at least 1).
-    pub fn of(self, total: usize) -> usize {
-        let n = match self {
-            CanarySize::Pods(n) => usize::try_from(n).unwrap_or(usize::MAX),
-            CanarySize::Percent(p) => (total * usize::from(p)).div_ceil(100),
-        };
-        n.max(1)
-    }
-}
-
-/// The canary a policy asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CanaryPolicy {
-    /// How many pods go first.
-    pub size: CanarySize,
-    /// How long they are watched.
-    pub duration: Duration,
-}
-
-/// Why a canary as written does not parse; the message names what counts instead.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CanaryError {
-    /// `pods` is neither a number of at least 1 nor a percentage from 1% to 100%.
-    #[error("canary pods {0:?} is not a number of at least 1 or a percentage from 1% to 100%")]
-    Pods(String),
-    /// `duration` is not a positive Go duration.
-    #[error("canary duration {0:?} is not a positive duration")]
-    Duration(String),
-}
-
-/// Reads `pods` as written: a number, or `"N%"`. Absent means 1 pod.
-pub fn parse_size(pods: Option<&CanaryPods>) -> Result<CanarySize, CanaryError> {
-    match pods {
-        None => Ok(CanarySize::Pods(1)),
-        Some(CanaryPods::Count(n)) => u32::try_from(*n)
-            .ok()
-            .filter(|n| *n >= 1)
-            .map(CanarySize::Pods)
-            .ok_or_else(|| CanaryError::Pods(n.to_string())),
-        Some(CanaryPods::Text(s)) => match s.strip_suffix('%') {
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|p| (1..=100).contains(p))
-                .map(CanarySize::Percent),
-            None => s
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .map(CanarySize::Pods),
-        }
-        .ok_or_else(|| CanaryError::Pods(s.clone())),
-    }
-}
-
-/// Reads a canary as written. Bad input never widens what a change does: a bad `pods`
-/// counts as 1 pod and a bad `duration` as `fallback_duration` (the policy's
-/// `watchDuration`); each is returned as a problem to report on the policy.
-pub fn parse(c: &Canary, fallback_duration: Duration) -> (CanaryPolicy, Vec<CanaryError>) {
-    let mut problems = Vec::new();
-    let size = parse_size(c.pods.as_ref()).unwrap_or_else(|e| {
-        problems.push(e);
-        CanarySize::Pods(1)
-    });
-    let duration = parse_go_duration(c.duration.as_str())
-        .ok()
-        .filter(|d| *d > Duration::zero())
-        .unwrap_or_else(|| {
-            problems.push(CanaryError::Duration(c.duration.0.clone()));
-            fallback_duration
-        });
-    (CanaryPolicy { size, duration }, problems)
-}
-
-/// One targeted pod (running, of the current revision) as the canary sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CanaryPod {
-    /// Pod name.
-    pub name: String,
-    /// Its spec holds the change's values (a resize was sent).
-    pub resized: bool,
-    /// The kubelet accepted the resize (or completed it).
-    pub accepted: bool,
-}
+pub use crate::canary_policy::{CanaryError, CanaryPolicy, CanarySize, parse, parse_size};
 
 /// What [`next`] reads.
 #[derive(Clone, Debug)]
@@ -117,8 +25,11 @@ pub struct CanaryInput<'a> {
     pub policy: Option<CanaryPolicy>,
     /// The canary the intent recorded, if any.
     pub record: Option<&'a CanaryRecord>,
-    /// The targeted pods.
-    pub pods: &'a [CanaryPod],
+    /// The workload's pods; only those an in-place change targets count
+    /// ([`PodFacts::targeted`]).
+    pub pods: &'a [PodFacts],
+    /// The change's values per container: a pod whose spec holds them was resized.
+    pub target: &'a [ContainerResources],
     /// The canary watch found a breach in this pass.
     pub breached: bool,
     /// Now.
@@ -155,33 +66,60 @@ pub enum CanaryStep {
     Restore(Vec<String>),
 }
 
+/// One targeted pod as the canary reads it.
+struct Targeted<'a> {
+    /// Pod name.
+    name: &'a str,
+    /// Its spec holds the change's values (a resize was sent).
+    resized: bool,
+    /// The kubelet accepted the resize (or completed it).
+    accepted: bool,
+}
+
+/// The targeted pods (not terminating, of the current revision) and where their resizes
+/// stand.
+fn targeted<'a>(pods: &'a [PodFacts], target: &[ContainerResources]) -> Vec<Targeted<'a>> {
+    pods.iter()
+        .filter(|p| p.targeted())
+        .map(|p| {
+            let state = inplace::pod_state(p, target);
+            Targeted {
+                name: &p.name,
+                resized: state != PodResize::NeedsResize,
+                accepted: state.is_accepted(),
+            }
+        })
+        .collect()
+}
+
 /// The canary's next step (design D16 with `apply.canary`).
 pub fn next(input: &CanaryInput<'_>) -> CanaryStep {
+    let pods = targeted(input.pods, input.target);
     let Some(record) = input.record else {
-        return choose(input);
+        return choose(input.policy, &pods);
     };
-    let live: Vec<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
+    let live: Vec<&str> = pods.iter().map(|p| p.name).collect();
     let present = present(record, &live);
     match record.stage {
         CanaryStage::Passed => CanaryStep::All,
         CanaryStage::RolledBack => CanaryStep::Restore(present),
         _ if input.breached => CanaryStep::Restore(present),
         // Every canary pod went away before the canary passed: start again with others.
-        _ if present.is_empty() => choose(input),
-        CanaryStage::Resizing => resizing(input, present),
+        _ if present.is_empty() => choose(input.policy, &pods),
+        CanaryStage::Resizing => resizing(input, &pods, present),
         CanaryStage::Watching => match record.watch.as_ref().and_then(|w| w.end) {
             Some(end) if input.now < end => CanaryStep::Wait { until: end },
             Some(_) => CanaryStep::Pass,
             // A watch without an end is not one this agent wrote: watch again from now.
-            None => resizing(input, present),
+            None => resizing(input, &pods, present),
         },
     }
 }
 
-fn resizing(input: &CanaryInput<'_>, present: Vec<String>) -> CanaryStep {
+fn resizing(input: &CanaryInput<'_>, pods: &[Targeted<'_>], present: Vec<String>) -> CanaryStep {
     let accepted = present
         .iter()
-        .all(|name| input.pods.iter().any(|p| &p.name == name && p.accepted));
+        .all(|name| pods.iter().any(|p| p.name == name && p.accepted));
     match input.policy {
         // The policy no longer asks for a canary: it passes, the change goes on.
         None if accepted => CanaryStep::Pass,
@@ -205,24 +143,33 @@ pub fn present(record: &CanaryRecord, live: &[&str]) -> Vec<String> {
 /// The pods of a new canary: those already resized first (a canary asked for while the
 /// change was under way: every one of them is in it), then by name. None when the canary
 /// would hold nothing back.
-fn choose(input: &CanaryInput<'_>) -> CanaryStep {
-    let Some(policy) = input.policy else {
+fn choose(policy: Option<CanaryPolicy>, pods: &[Targeted<'_>]) -> CanaryStep {
+    let Some(policy) = policy else {
         return CanaryStep::All;
     };
-    let resized = input.pods.iter().filter(|p| p.resized).count();
-    let n = policy.size.of(input.pods.len()).max(resized);
-    if n >= input.pods.len() {
+    let resized = pods.iter().filter(|p| p.resized).count();
+    let n = policy.size.of(pods.len()).max(resized);
+    if n >= pods.len() {
         return CanaryStep::All;
     }
-    let mut order: Vec<&CanaryPod> = input.pods.iter().collect();
-    order.sort_by(|a, b| b.resized.cmp(&a.resized).then_with(|| a.name.cmp(&b.name)));
-    CanaryStep::Choose(order.into_iter().take(n).map(|p| p.name.clone()).collect())
+    let mut order: Vec<&Targeted<'_>> = pods.iter().collect();
+    order.sort_by(|a, b| b.resized.cmp(&a.resized).then_with(|| a.name.cmp(b.name)));
+    CanaryStep::Choose(
+        order
+            .into_iter()
+            .take(n)
+            .map(|p| p.name.to_owned())
+            .collect(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Duration;
+    use kerf_api::policy::{Canary, CanaryPods};
     use kerf_api::rsr::WatchStatus;
+    use kerf_api::{ResourceRequirements, ResourceValues};
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
@@ -230,13 +177,36 @@ mod tests {
             .unwrap_or_default()
     }
 
-    fn pods(states: &[(&str, bool, bool)]) -> Vec<CanaryPod> {
+    /// The `app` container at `cpu` requested.
+    fn cpu(cpu: &str) -> Vec<ContainerResources> {
+        let requests = ResourceValues {
+            cpu: Some(cpu.into()),
+            memory: None,
+        };
+        let r = ResourceRequirements {
+            requests,
+            limits: ResourceValues::default(),
+        };
+        vec![("app".to_owned(), r)]
+    }
+
+    /// The change's values: cpu 500m.
+    fn target() -> Vec<ContainerResources> {
+        cpu("500m")
+    }
+
+    /// Targeted pods by name, whether their spec holds the target (resized) and whether
+    /// their status does too (accepted: the resize completed).
+    fn pods(states: &[(&str, bool, bool)]) -> Vec<PodFacts> {
+        let at = |holds: bool| if holds { target() } else { cpu("1") };
         states
             .iter()
-            .map(|(n, resized, accepted)| CanaryPod {
+            .map(|(n, resized, accepted)| PodFacts {
                 name: (*n).to_owned(),
-                resized: *resized,
-                accepted: *accepted,
+                spec_resources: at(*resized),
+                status_resources: at(*accepted),
+                current_revision: true,
+                ..PodFacts::default()
             })
             .collect()
     }
@@ -249,7 +219,7 @@ mod tests {
     }
 
     /// The step of a one-pod canary `r` over `pods`, without a breach.
-    fn one_pod_step(r: &CanaryRecord, pods: &[CanaryPod]) -> CanaryStep {
+    fn one_pod_step(r: &CanaryRecord, pods: &[PodFacts]) -> CanaryStep {
         step(policy(CanarySize::Pods(1)), Some(r), pods, false)
     }
 
@@ -275,13 +245,14 @@ mod tests {
     fn step(
         policy: Option<CanaryPolicy>,
         record: Option<&CanaryRecord>,
-        pods: &[CanaryPod],
+        pods: &[PodFacts],
         breached: bool,
     ) -> CanaryStep {
         next(&CanaryInput {
             policy,
             record,
             pods,
+            target: &target(),
             breached,
             now: now(),
         })

@@ -38,6 +38,9 @@ pub enum Layer {
     Annotation,
     /// A hub override for this workload.
     HubOverride,
+    /// The agent's scope: a workload outside it has every mode off while what the agent
+    /// did to it winds down (its change finishes or rolls back, its fields are released).
+    Scope,
 }
 
 /// A value and the layer that set it.
@@ -231,7 +234,7 @@ pub struct EffectivePolicy {
     /// Freeze windows, each validated once.
     pub freeze_windows: Sourced<WindowList>,
     /// The canary of in-place changes (`apply.canary`); `None` resizes every pod at once.
-    pub canary: Sourced<Option<crate::canary::CanaryPolicy>>,
+    pub canary: Sourced<Option<crate::canary_policy::CanaryPolicy>>,
     /// HPA coordination on or off.
     pub hpa_coordination: Sourced<bool>,
     /// Lowest coordinated HPA target, percent.
@@ -455,6 +458,14 @@ fn unknown_annotations(ep: &mut EffectivePolicy, annotations: &BTreeMap<String, 
 }
 
 impl EffectivePolicy {
+    /// The policy of a workload that left the agent's scope: every mode `off`, set by
+    /// [`Layer::Scope`], so that its applied change is released as when it leaves
+    /// auto-patch (an approved one too) and nothing new starts.
+    pub fn outside_scope(mut self) -> EffectivePolicy {
+        self.set_mode_both(Mode::Off, Layer::Scope);
+        self
+    }
+
     fn set_mode_both(&mut self, mode: Mode, layer: Layer) {
         self.mode.cpu = Sourced::new(mode, layer);
         self.mode.memory = Sourced::new(mode, layer);

@@ -19,6 +19,7 @@ use crate::effective::PerResource;
 use crate::hpa::HpaInput;
 use crate::jvm;
 use crate::replicas::ReplicaInput;
+use crate::values::ContainerResources;
 use crate::window::WindowList;
 
 /// Everything `decide()` needs to know about one workload at one instant.
@@ -140,8 +141,9 @@ pub enum PodPhase {
     Unknown,
 }
 
-/// One pod of the workload.
-#[derive(Clone, Debug, Default)]
+/// One pod of the workload, as every decision reads it: `decide()`, the in-place state
+/// machine, its canary and the OnDelete replacement plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodFacts {
     /// Pod name.
     pub name: String,
@@ -153,12 +155,61 @@ pub struct PodFacts {
     pub phase: PodPhase,
     /// Ready condition.
     pub ready: bool,
+    /// When the Ready condition last changed.
+    pub ready_since: Option<DateTime<Utc>>,
     /// Current resources per container (`status.containerStatuses[].resources`, else spec).
     pub containers: Vec<PodContainerFacts>,
+    /// `spec.containers[].resources` (and restartable init containers'): what was asked.
+    pub spec_resources: Vec<ContainerResources>,
+    /// `status.containerStatuses[].resources`: what the kubelet applied, for the containers
+    /// it reports on.
+    pub status_resources: Vec<ContainerResources>,
+    /// The pod's resize conditions that are True.
+    pub resize_conditions: Vec<ResizeCondition>,
+    /// The pod is terminating.
+    pub terminating: bool,
+    /// The pod belongs to the workload's current revision (only those take an in-place
+    /// change).
+    pub current_revision: bool,
+    /// The `controller-revision-hash` label: the revision of a StatefulSet's pod.
+    pub revision_hash: Option<String>,
+    /// When this pod's resize completed, as recorded by an earlier pass.
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// The ordinal of a StatefulSet pod name (`web-3` is 3).
+pub fn ordinal_of(name: &str) -> Option<u32> {
+    name.rsplit_once('-').and_then(|(_, n)| n.parse().ok())
+}
+
+impl PodFacts {
+    /// The ordinal of a StatefulSet pod: its name's numeric suffix (`web-3` is 3).
+    pub fn ordinal(&self) -> Option<u32> {
+        ordinal_of(&self.name)
+    }
+
+    /// Whether an in-place change targets this pod: not terminating, of the current
+    /// revision.
+    pub fn targeted(&self) -> bool {
+        !self.terminating && self.current_revision
+    }
+}
+
+/// A resize condition of a pod (`PodResizePending` or `PodResizeInProgress`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResizeCondition {
+    /// `PodResizePending` or `PodResizeInProgress`.
+    pub type_: String,
+    /// `Deferred`, `Infeasible`, `Error`, or none.
+    pub reason: Option<String>,
+    /// The kubelet's message.
+    pub message: Option<String>,
+    /// `lastTransitionTime`.
+    pub since: Option<DateTime<Utc>>,
 }
 
 /// Current values of one container of a pod.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodContainerFacts {
     /// Container name.
     pub name: String,

@@ -84,9 +84,10 @@ impl WatchState {
     /// When the watch ends: `watchDuration` after the start for in-place, after the rollout
     /// completes otherwise (design D23); `None` while the rollout still runs.
     pub fn end(&self) -> Option<DateTime<Utc>> {
-        let from = match self.strategy {
-            Strategy::InPlace => Some(self.start),
-            Strategy::Rollout | Strategy::Deferred => self.rollout_completed_at,
+        let from = if self.strategy.resizes_pods() {
+            Some(self.start)
+        } else {
+            self.rollout_completed_at
         };
         from.map(|t| t + self.watch_duration)
     }

@@ -68,6 +68,16 @@ pub enum StepKind {
 }
 
 impl StepKind {
+    /// Whether the step finishes what the agent already did (a change in flight, its
+    /// rollback, its release, its later writes), as a workload that left the agent's scope
+    /// still needs: not a new decision, a report nor the withdrawal.
+    pub fn winds_down(self) -> bool {
+        !matches!(
+            self,
+            StepKind::Withdrawn | StepKind::Revert | StepKind::Start | StepKind::Report
+        )
+    }
+
     /// Every step kind in the order [`next_step`] tries them.
     pub const ORDER: [StepKind; 11] = [
         StepKind::Withdrawn,
@@ -293,6 +303,23 @@ pub fn in_flight(s: &RightsizingRecommendationStatus) -> bool {
     s.change
         .as_ref()
         .is_some_and(|c| matches!(c.state, ChangeState::Intent | ChangeState::Applying))
+}
+
+/// Whether the agent still has something to finish on a workload that left its scope: a
+/// change in flight, an applied change whose fields it holds, a rollback under way, or
+/// events the status holds until the hub acknowledges them. Until then the workload's
+/// passes wind it down ([`StepKind::winds_down`]).
+pub fn left_to_wind_down(s: &RightsizingRecommendationStatus) -> bool {
+    s.change.as_ref().is_some_and(|c| {
+        !c.pending_events.is_empty()
+            || matches!(
+                c.state,
+                ChangeState::Intent
+                    | ChangeState::Applying
+                    | ChangeState::Applied
+                    | ChangeState::RollingBack
+            )
+    })
 }
 
 /// Whether a freeze window, the cluster-wide freeze or a pause is open (AP-34, AP-35,

@@ -140,27 +140,37 @@ pub fn selector_matches(sel: &PolicySelector, w: &WorkloadMeta) -> bool {
 /// Whether `labels` satisfy a Kubernetes label selector. An empty selector matches
 /// everything.
 pub fn label_selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    label_selector_matches_by(sel, |k| labels.get(k).map(String::as_str))
+}
+
+/// Whether the labels `label` looks up (the value of a key, if set) satisfy a Kubernetes
+/// label selector: [`label_selector_matches`] for any map of labels.
+pub fn label_selector_matches_by<'a>(
+    sel: &LabelSelector,
+    label: impl Fn(&str) -> Option<&'a str>,
+) -> bool {
     let equal = sel
         .match_labels
         .iter()
         .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+        .all(|(k, v)| label(k) == Some(v.as_str()));
     let expressions = sel
         .match_expressions
         .iter()
         .flatten()
-        .all(|r| requirement_matches(r, labels));
+        .all(|r| requirement_matches(r, label(&r.key)));
     equal && expressions
 }
 
-/// One requirement: `In` with no values matches nothing, `NotIn` with no values matches
-/// everything; `Exists`/`DoesNotExist` ignore values.
-fn requirement_matches(r: &LabelSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
-    let value = labels.get(&r.key);
+/// One requirement on the value of its key (`None`: the label is not set): `In` with no
+/// values matches nothing, `NotIn` with no values matches everything;
+/// `Exists`/`DoesNotExist` ignore values.
+fn requirement_matches(r: &LabelSelectorRequirement, value: Option<&str>) -> bool {
     let values = r.values.as_deref().unwrap_or(&[]);
+    let listed = |v: &str| values.iter().any(|x| x == v);
     match r.operator {
-        LabelSelectorOperator::In => value.is_some_and(|v| values.contains(v)),
-        LabelSelectorOperator::NotIn => value.is_none_or(|v| !values.contains(v)),
+        LabelSelectorOperator::In => value.is_some_and(listed),
+        LabelSelectorOperator::NotIn => value.is_none_or(|v| !listed(v)),
         LabelSelectorOperator::Exists => value.is_some(),
         LabelSelectorOperator::DoesNotExist => value.is_none(),
     }

@@ -1,11 +1,10 @@
 //! Built-in defaults of the effective policy (guardrails document, defaults table).
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use kerf_api::policy::{Mode, Strategy};
-use kerf_decide::effective::{EffectivePolicy, Layer, PolicyInputs, Ratio, effective_policy};
+use kerf_decide::effective::{EffectivePolicy, Layer, Ratio};
 use kerf_decide::select::WorkloadMeta;
 
 fn workload() -> WorkloadMeta {
@@ -14,15 +13,7 @@ fn workload() -> WorkloadMeta {
 
 /// The effective policy with no layer set at all.
 fn nothing_set() -> EffectivePolicy {
-    let w = workload();
-    effective_policy(&PolicyInputs {
-        workload: &w,
-        policies: &[],
-        hub_fleet: None,
-        hub_cluster: None,
-        cluster_defaults: None,
-        hub_override: None,
-    })
+    fixture::effective_under(&workload(), &[])
 }
 
 // rule: GR-04

@@ -1,34 +1,23 @@
 //! Layer order, annotations and invalid values of the effective policy.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use kerf_api::hub::PolicyDefaults;
-use kerf_api::policy::{Mode, PolicySelector, RightsizingPolicy, RightsizingPolicySpec, Strategy};
+use kerf_api::policy::{Mode, RightsizingPolicy, Strategy};
 use kerf_decide::effective::{
     EffectivePolicy, Layer, PolicyInputs, Ratio, UNBOUNDED_HOURS, effective_policy,
 };
 use kerf_decide::select::WorkloadMeta;
+use kerf_testkit::api::defaults;
 
 fn workload(annotations: &[(&str, &str)]) -> WorkloadMeta {
     fixture::workload_meta("shop", annotations)
 }
 
-#[allow(clippy::unwrap_used)]
-fn defaults(yaml: &str) -> PolicyDefaults {
-    serde_yaml::from_str(yaml).unwrap()
-}
-
 /// A policy; one without a selector in `spec_yaml` selects every workload (`all: true`).
-#[allow(clippy::unwrap_used)]
 fn policy(name: &str, spec_yaml: &str) -> RightsizingPolicy {
-    let mut spec: RightsizingPolicySpec = serde_yaml::from_str(spec_yaml).unwrap();
-    spec.selector.get_or_insert_with(|| PolicySelector {
-        all: Some(true),
-        ..PolicySelector::default()
-    });
-    RightsizingPolicy::new(name, spec)
+    kerf_testkit::api::policy_for_all(name, spec_yaml)
 }
 
 /// Layers by name; `None` leaves a layer out.

@@ -3,10 +3,8 @@
 //! zones) are listed in `problems`, naming the field and the layer, and never widen what
 //! the agent may do.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
-use kerf_api::hub::PolicyDefaults;
 use kerf_api::policy::{
     Mode, PolicySelector, RecommendationSettings, RightsizingPolicy, RightsizingPolicySpec,
 };
@@ -16,14 +14,10 @@ use kerf_decide::effective::{
     EffectivePolicy, Layer, PerResource, PolicyInputs, PolicyProblem, Sourced, effective_policy,
 };
 use kerf_decide::select::WorkloadMeta;
+use kerf_testkit::api::defaults;
 
 fn workload() -> WorkloadMeta {
     fixture::workload_meta("payments", &[])
-}
-
-#[allow(clippy::unwrap_used)]
-fn defaults(yaml: &str) -> PolicyDefaults {
-    serde_yaml::from_str(yaml).unwrap()
 }
 
 /// The problems of `ep` as (field, layer, value).

@@ -2,8 +2,7 @@
 //! in `problems` with the nearest known key (so a misspelt opt-out is seen), and none
 //! changes the effective values or the decision.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use kerf_api::policy::Mode;
 use kerf_api::wellknown::{ANNOTATION_MODE, ANNOTATIONS};

@@ -1,6 +1,6 @@
 //! What a rollback restores and records.
 
-mod health_support;
+use kerf_testkit::decide::health as health_support;
 
 use chrono::Duration;
 use health_support::{in_place, t0, thresholds};
@@ -8,6 +8,7 @@ use kerf_api::policy::Strategy;
 use kerf_api::rsr::{ChangeRecord, ChangeState, ContainerChange, EventIds, HpaChange, HpaOrder};
 use kerf_api::wellknown as wk;
 use kerf_api::{Quantity, Resource, ResourceRequirements, ResourceValues};
+use kerf_decide::health::restore::{RestoreWrite, pod_restore, restore_writes};
 use kerf_decide::health::{
     BreachReason, Counts, HealthVerdict, evaluate, restore_hpa, restore_values, rollback_record,
 };
@@ -130,4 +131,65 @@ fn the_rollback_record_names_reason_resources_and_change() {
     assert_eq!(rec.change_id, "change-1");
     assert_eq!(rec.time, now);
     assert_eq!(b.reason, BreachReason::Restarts);
+}
+
+// rule: RB-22
+#[test]
+fn rb_22_an_in_place_change_is_restored_by_resizing_the_pods_back() {
+    let writes = restore_writes(&change(), &[Resource::Cpu]);
+    let [RestoreWrite::ResizeBack(back)] = writes.as_slice() else {
+        panic!("{writes:?}");
+    };
+    assert_eq!(back.len(), 2);
+    assert_eq!(back[0].1.requests, values(Some("500m"), None));
+    // A pod already back, or without the container, gets no resize (a resumed rollback).
+    let at_change = vec![("app".to_owned(), reqs("250m", "512Mi", Some("512Mi")))];
+    assert_eq!(pod_restore(&at_change, back).len(), 1);
+    let already_back = vec![("app".to_owned(), reqs("500m", "512Mi", Some("512Mi")))];
+    assert!(pod_restore(&already_back, back).is_empty());
+    // Nothing to restore is no write.
+    let mut same = change();
+    same.containers
+        .iter_mut()
+        .for_each(|c| c.to = c.from.clone());
+    assert!(restore_writes(&same, &[Resource::Cpu]).is_empty());
+}
+
+// rule: RB-23, RB-24
+#[test]
+fn rb_23_a_rollout_is_restored_through_the_template_with_the_hpa_target_in_order() {
+    let mut c = change();
+    c.strategy = Strategy::Rollout;
+    let kinds = |w: &[RestoreWrite]| -> Vec<&'static str> {
+        w.iter()
+            .map(|w| match w {
+                RestoreWrite::ResizeBack(_) => "resize",
+                RestoreWrite::Template { .. } => "template",
+                RestoreWrite::Hpa(_) => "hpa",
+            })
+            .collect()
+    };
+    // The change raised the HPA target 60 -> 75 (restore_hpa's order): 60 goes back before
+    // the template; after a change that lowered it, the old target goes back after.
+    assert_eq!(
+        kinds(&restore_writes(&c, &[Resource::Cpu])),
+        ["hpa", "template"]
+    );
+    if let Some(h) = c.hpa.as_mut() {
+        (h.from, h.to) = (75, 60);
+    }
+    assert_eq!(
+        kinds(&restore_writes(&c, &[Resource::Cpu])),
+        ["template", "hpa"]
+    );
+    // Memory alone leaves the CPU HPA alone.
+    assert_eq!(
+        kinds(&restore_writes(&c, &[Resource::Memory])),
+        ["template"]
+    );
+    c.strategy = Strategy::Deferred;
+    assert!(matches!(
+        restore_writes(&c, &[Resource::Memory]).as_slice(),
+        [RestoreWrite::Template { resources, .. }] if resources == &[Resource::Memory]
+    ));
 }

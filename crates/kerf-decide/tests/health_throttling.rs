@@ -1,6 +1,6 @@
 //! The throttling signal's sources: the PromQL text and the cAdvisor fallback.
 
-mod health_support;
+use kerf_testkit::decide::health as health_support;
 
 use chrono::Duration;
 use health_support::{in_place, t0, thresholds};

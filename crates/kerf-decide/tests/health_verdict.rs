@@ -1,6 +1,6 @@
 //! The health watch verdicts: thresholds, signals, what each restores, when the watch ends.
 
-mod health_support;
+use kerf_testkit::decide::health as health_support;
 
 use chrono::{DateTime, Duration, Utc};
 use health_support::{in_place, t0, thresholds};

@@ -2,8 +2,7 @@
 //! which change puts the values back (in place: the pods; rollout: the template), what a
 //! held workload reports, and what a bad annotation value does.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;
@@ -11,7 +10,7 @@ use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{ChangeState, Phase, RightsizingRecommendationStatus};
 use kerf_api::wellknown as wk;
-use kerf_decide::effective::{EffectivePolicy, PolicyInputs, effective_policy};
+use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 use kerf_decide::pass::{
     Outdated, PassFacts, Step, StepKind, WorkloadState, next_step, release_due, revert_plan,
@@ -164,15 +163,10 @@ fn an_applied_rollout_revert_hands_every_field_over_even_after_the_annotation_go
 }
 
 fn annotated(value: &str) -> EffectivePolicy {
-    let meta = workload_meta("payments", &[(wk::ANNOTATION_REVERT, value)]);
-    effective_policy(&PolicyInputs {
-        workload: &meta,
-        policies: &[],
-        hub_fleet: None,
-        hub_cluster: None,
-        cluster_defaults: None,
-        hub_override: None,
-    })
+    effective_under(
+        &workload_meta("payments", &[(wk::ANNOTATION_REVERT, value)]),
+        &[],
+    )
 }
 
 #[test]

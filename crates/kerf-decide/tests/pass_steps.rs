@@ -1,8 +1,7 @@
 //! The steps of one pass over a workload: which one comes first when several are due, and
 //! the guardrails around them (freeze, pause, D21 hold, AP-58), without a server.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::{DateTime, Duration, Utc};
 use fixture::*;
@@ -18,8 +17,8 @@ use kerf_decide::facts::Facts;
 use kerf_decide::health::{Breach, BreachReason};
 use kerf_decide::pass::{
     Outdated, PassFacts, SETTLE_RECHECK, Step, StepKind, WorkloadState, canary_watch_due, frozen,
-    next_step, on_delete_due, on_delete_waits_for_controller, release_due, rolling, settle_wake,
-    wake_times, watch_due,
+    left_to_wind_down, next_step, on_delete_due, on_delete_waits_for_controller, release_due,
+    rolling, settle_wake, wake_times, watch_due,
 };
 use kerf_decide::pipeline::{Outcome, ReportKind};
 
@@ -613,4 +612,36 @@ fn only_an_applied_change_settles() {
         }
         assert_ne!(s.step().kind(), StepKind::Settle, "{state:?}");
     }
+}
+
+// A workload that left the agent's scope: what the agent did winds down as when it leaves
+// auto-patch (its fields are released, an approved change's too), nothing new starts.
+#[test]
+fn a_workload_outside_the_scope_has_its_applied_change_released_and_nothing_new() {
+    let mut s = Scene::applied();
+    assert!(left_to_wind_down(&s.status));
+    s.policy = s.policy.clone().outside_scope();
+    let Step::Release(rel) = s.step() else {
+        panic!("release expected, got {:?}", s.step().kind());
+    };
+    assert_eq!(rel.new, Mode::Off);
+    assert_eq!(s.policy.mode.cpu.layer, Layer::Scope);
+    if let Some(c) = s.status.change.as_mut() {
+        c.approval_id = Some("ap-1".into());
+    }
+    assert_eq!(s.step().kind(), StepKind::Release);
+    // Once released, or rolled back, nothing is left to finish.
+    for state in [ChangeState::Released, ChangeState::RolledBack] {
+        if let Some(c) = s.status.change.as_mut() {
+            c.state = state;
+        }
+        assert!(!left_to_wind_down(&s.status));
+    }
+    let winding: Vec<StepKind> = StepKind::ORDER
+        .into_iter()
+        .filter(|k| k.winds_down())
+        .collect();
+    assert!(!winding.contains(&StepKind::Start) && !winding.contains(&StepKind::Report));
+    assert!(!winding.contains(&StepKind::Revert) && !winding.contains(&StepKind::Withdrawn));
+    assert_eq!(winding.len(), 7, "{winding:?}");
 }

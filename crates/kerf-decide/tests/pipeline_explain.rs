@@ -1,8 +1,7 @@
 //! `explain`: every step with its value, threshold and verdict, and when the change could
 //! go in next.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;

@@ -1,8 +1,7 @@
 //! Messages that agree with the values they show: the tolerance's skip names the values
 //! that stay (never one that would move), and `explain` in audit says what would move.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use fixture::*;
 use kerf_api::policy::Mode;

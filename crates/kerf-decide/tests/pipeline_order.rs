@@ -1,8 +1,7 @@
 //! The order of the checks (GR-44..GR-56): for every pair of checks, facts where both
 //! fail report the earlier one.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;

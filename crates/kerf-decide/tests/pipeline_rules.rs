@@ -1,7 +1,6 @@
 //! One test per whole-workload rule of the pipeline.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use kerf_api::policy::{RightsizingPolicy, WorkloadKind};
+use kerf_api::policy::WorkloadKind;
 use kerf_decide::coverage::{OVERLAP_NAMED_MAX, Shared, coverage, overlap_message};
 use kerf_decide::select::WorkloadMeta;
+use kerf_testkit::api::policy;
 
 fn workload(namespace: &str, name: &str, app: &str) -> WorkloadMeta {
     WorkloadMeta {
@@ -16,11 +17,6 @@ fn workload(namespace: &str, name: &str, app: &str) -> WorkloadMeta {
         labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
         annotations: BTreeMap::new(),
     }
-}
-
-#[allow(clippy::unwrap_used)]
-fn policy(name: &str, spec_yaml: &str) -> RightsizingPolicy {
-    RightsizingPolicy::new(name, serde_yaml::from_str(spec_yaml).unwrap())
 }
 
 /// shop: checkout, cart; other: billing.

@@ -1,8 +1,7 @@
 //! Arbitrary RightsizingPolicy specs, malformed in every field, never panic through
 //! validation, the effective policy or `decide()`, and every invalid field is named.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use std::collections::BTreeSet;
 

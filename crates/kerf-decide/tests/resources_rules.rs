@@ -1,7 +1,6 @@
 //! The per-resource step (check 9, design D8, D9, D14) with exact quantities.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;

@@ -2,8 +2,7 @@
 //! is not applied again with the same values, not even after the cooldown (RB-31,
 //! docs/health.md); a recommendation whose values differ for it goes in.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use chrono::Duration;
 use fixture::*;

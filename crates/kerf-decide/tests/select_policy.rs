@@ -4,13 +4,7 @@ use std::collections::BTreeMap;
 
 use kerf_api::policy::{RightsizingPolicy, WorkloadKind};
 use kerf_decide::select::{Selection, WorkloadMeta, select_policy};
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+use kerf_testkit::api::{labels, policy};
 
 fn workload() -> WorkloadMeta {
     WorkloadMeta {
@@ -21,11 +15,6 @@ fn workload() -> WorkloadMeta {
         labels: labels(&[("app", "checkout"), ("tier", "web")]),
         annotations: BTreeMap::new(),
     }
-}
-
-#[allow(clippy::unwrap_used)]
-fn policy(name: &str, spec_yaml: &str) -> RightsizingPolicy {
-    RightsizingPolicy::new(name, serde_yaml::from_str(spec_yaml).unwrap())
 }
 
 fn selected(policies: &[RightsizingPolicy], w: &WorkloadMeta) -> Option<String> {

@@ -1,7 +1,6 @@
 //! Which strategy carries a change, single-replica safety and the fallback gate.
 
-#[path = "pipeline_fixture/mod.rs"]
-mod fixture;
+use kerf_testkit::decide as fixture;
 
 use fixture::*;
 use kerf_api::Resource;

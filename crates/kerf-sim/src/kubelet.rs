@@ -27,7 +27,7 @@ use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::context::SimContext;
 use crate::controllers::common::{int_at, name, namespace, pod_terminal, terminating, uid};
-use crate::store::{StoreEvent, StoreEventType, gvr};
+use crate::store::{ApiError, StoreEvent, StoreEventType, gvr};
 use actuation::ResizeDecision;
 use resources::{Amount, pod_allocated, pod_spec_requests};
 use scheduler::{NodeView, pick_node};
@@ -360,28 +360,51 @@ fn start(ctx: &SimContext, pod: &Value, nodes: &[Value], now: DateTime<Utc>) {
     if now < bound_at + delay {
         return;
     }
-    let node = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let host_ip = nodes
-        .iter()
-        .find(|n| name(n) == node)
-        .and_then(|n| {
-            n.pointer("/status/addresses")?
-                .as_array()?
-                .iter()
-                .find(|a| a["type"] == "InternalIP")?
-                .get("address")?
-                .as_str()
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "127.0.0.1".to_string());
+    let node = nodes.iter().find(|n| name(n) == pod_node(pod));
+    write_status(ctx, pod, started_status(ctx, pod, &host_ip(node), now));
+}
+
+/// Starts a stored, bound pod at once, as this kubelet does after its ready delay: writes
+/// the status it gives a started pod, with the address of the pod's node. For objects
+/// written into the store before the kubelet runs (`Sim::start_filled`): the kubelet then
+/// finds the pod running, and resizes, kills and reports it like a pod it started itself.
+pub fn start_now(ctx: &SimContext, pod: &Value) -> Result<Value, ApiError> {
+    let node = ctx.store.get(&gvr::NODES, None, pod_node(pod));
+    let status = started_status(ctx, pod, &host_ip(node.as_ref()), ctx.clock.now());
+    let mut pod = pod.clone();
+    pod["status"] = status;
+    ctx.store.update_status(&gvr::PODS, pod, MANAGER)
+}
+
+/// The status the kubelet gives `pod` when it starts it at `now` on the node at `host_ip`:
+/// [`actuation::running_status`] with the next pod IP.
+fn started_status(ctx: &SimContext, pod: &Value, host_ip: &str, now: DateTime<Utc>) -> Value {
     let ip = ctx.state.kubelet.with(|s| {
         s.next_ip += 1;
         format!("10.244.{}.{}", s.next_ip / 250, s.next_ip % 250 + 2)
     });
-    write_status(ctx, pod, actuation::running_status(pod, &host_ip, &ip, now));
+    actuation::running_status(pod, host_ip, &ip, now)
+}
+
+/// The node a pod is bound to ("" when none).
+fn pod_node(pod: &Value) -> &str {
+    pod.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The InternalIP of `node` (127.0.0.1 without one).
+fn host_ip(node: Option<&Value>) -> String {
+    node.and_then(|n| {
+        n.pointer("/status/addresses")?
+            .as_array()?
+            .iter()
+            .find(|a| a["type"] == "InternalIP")?
+            .get("address")?
+            .as_str()
+            .map(str::to_string)
+    })
+    .unwrap_or_else(|| "127.0.0.1".to_string())
 }
 
 /// Decides and advances a running pod's resize; true when the pod is in sync (nothing left

@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kerf_sim::api::audit::AuditSnapshot;
 use kerf_sim::sim::{Sim, SimConfig};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -37,14 +38,29 @@ async fn every_request_is_counted_and_writes_are_told_apart() -> anyhow::Result<
     assert_eq!(sim.audit().mutating(), 0);
     assert_eq!(sim.audit().total(), 2);
 
-    // A create, a refused create (still a write attempt), a dry run (not one), a patch
-    // with a field manager, a delete.
+    writes_of_each_kind(&cms, &leases, &cm).await?;
+    the_log_tells_the_writes_apart(&sim.audit().snapshot());
+
+    // Reset returns the counts and starts over.
+    let taken = sim.audit().reset();
+    assert_eq!(taken.mutating, 5);
+    assert_eq!(sim.audit().snapshot().total, 0);
+    Ok(())
+}
+
+/// A create, a refused create (still a write attempt), a dry run (not one), a patch with a
+/// field manager, a delete, and a Lease renewal.
+async fn writes_of_each_kind(
+    cms: &Api<ConfigMap>,
+    leases: &Api<Lease>,
+    cm: &ConfigMap,
+) -> anyhow::Result<()> {
     let pp = PostParams {
         field_manager: Some("tester".into()),
         ..PostParams::default()
     };
-    cms.create(&pp, &cm).await?;
-    let again = cms.create(&pp, &cm).await;
+    cms.create(&pp, cm).await?;
+    let again = cms.create(&pp, cm).await;
     assert!(
         matches!(again, Err(kube::Error::Api(ref s)) if s.code == 409),
         "{again:?}"
@@ -72,7 +88,13 @@ async fn every_request_is_counted_and_writes_are_told_apart() -> anyhow::Result<
         )
         .await?;
 
-    let s = sim.audit().snapshot();
+    Ok(())
+}
+
+/// The log of [`writes_of_each_kind`]: the counts, each write with its path, status and
+/// manager, the dry run apart, the Lease renewal last.
+#[allow(clippy::expect_used)] // test helper: a failure fails the test
+fn the_log_tells_the_writes_apart(s: &AuditSnapshot) {
     assert_eq!(s.total, 8, "{:#?}", s.records);
     assert_eq!(s.mutating, 5, "{:#?}", s.records);
     assert_eq!(s.mutating_except_leases, 4);
@@ -112,10 +134,4 @@ async fn every_request_is_counted_and_writes_are_told_apart() -> anyhow::Result<
             .to_string()
             .contains("PATCH /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/l")
     );
-
-    // Reset returns the counts and starts over.
-    let taken = sim.audit().reset();
-    assert_eq!(taken.mutating, 5);
-    assert_eq!(sim.audit().snapshot().total, 0);
-    Ok(())
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kerf_sim::sim::{Sim, SimConfig};
 use kerf_sim::store::{Store, gvr};
 use kerf_testkit::eventually;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde_json::{Value, json};
 
@@ -42,13 +42,7 @@ fn is_ready(p: &Value) -> bool {
 }
 
 async fn pods(api: &Api<Pod>, app: &str) -> anyhow::Result<Vec<Value>> {
-    let list = api
-        .list(&ListParams::default().labels(&format!("app={app}")))
-        .await?;
-    list.items
-        .into_iter()
-        .map(|p| Ok(serde_json::to_value(p)?))
-        .collect()
+    kerf_testkit::app_objects(api, app).await
 }
 
 /// The API of `K` in namespace `default`.
@@ -130,26 +124,11 @@ async fn ready_pods(pod_api: &Api<Pod>, app: &str, n: usize) {
     .await;
 }
 
-#[tokio::test]
-async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable() {
-    let sim = start().await.unwrap();
-    let (deps, pod_api) = (default_ns::<Deployment>(&sim), default_ns::<Pod>(&sim));
-    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                 "template": template("web", "1")}});
-    create(&deps, dep).await;
-    settle(|| async {
-        let p = pods(&pod_api, "web").await.ok()?;
-        (p.len() == 3 && p.iter().all(is_ready)).then_some(())
-    })
-    .await;
-
-    // Watch every store change during the rollout and check the bounds at each one.
-    let store = sim.context().store.clone();
+/// Watches every store change during a rollout of `web` to template "2" and checks the
+/// bounds at each one: gives the most pods seen at once and the fewest Ready.
+fn rollout_bounds(store: Store) -> tokio::task::JoinHandle<(usize, usize)> {
     let mut rx = store.subscribe();
-    let checker = tokio::spawn(async move {
+    tokio::spawn(async move {
         let (mut max_total, mut min_ready) = (0, usize::MAX);
         while let Ok(ev) = rx.recv().await {
             if ev.resource != "pods" {
@@ -167,7 +146,26 @@ async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable()
             }
         }
         (max_total, min_ready)
-    });
+    })
+}
+
+#[tokio::test]
+async fn deployment_rolls_to_new_template_within_max_surge_and_max_unavailable() {
+    let sim = start().await.unwrap();
+    let (deps, pod_api) = (default_ns::<Deployment>(&sim), default_ns::<Pod>(&sim));
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                 "template": template("web", "1")}});
+    create(&deps, dep).await;
+    settle(|| async {
+        let p = pods(&pod_api, "web").await.ok()?;
+        (p.len() == 3 && p.iter().all(is_ready)).then_some(())
+    })
+    .await;
+
+    let checker = rollout_bounds(sim.context().store.clone());
     set_template(&deps, "web", "web", "2").await;
     let (max_total, min_ready) = tokio::time::timeout(Duration::from_secs(15), checker)
         .await

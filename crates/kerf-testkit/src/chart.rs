@@ -21,6 +21,15 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The strings of the YAML sequence `v` (none when it is not one).
+pub fn strs(v: &Value) -> Vec<&str> {
+    v.as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// The chart's directory (`charts/kerf-agent`).
 pub fn chart_dir() -> PathBuf {
     repo_root().join("charts/kerf-agent")

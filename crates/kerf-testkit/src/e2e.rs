@@ -6,10 +6,11 @@
 //! this process either way. On such a cluster the harness makes the agent's namespace
 //! `kerf-system` when it is missing, and each scenario deletes what it made when its [`Env`]
 //! is dropped (passing or failing): its namespace, its policies, the agent's kept hub state
-//! and Lease. Scenarios tagged `sim` call [`Env::sim_only`]: on a real cluster they are
-//! skipped, with a `SKIPPED (sim-only): <name>` line and a running summary on stderr that
-//! the test harness does not capture. `KERF_E2E_WATCH_DELAY` (`50ms..400ms`) makes the
-//! in-process kerf-sim deliver watch events late (`SimConfig::watch_delay`).
+//! and Lease. Scenarios tagged `sim` start with [`Env::start_sim_only`] (or call
+//! [`Env::sim_only`]): on a real cluster they are skipped, with a `SKIPPED (sim-only):
+//! <name>` line and a running summary on stderr that the test harness does not capture.
+//! `KERF_E2E_WATCH_DELAY` (`50ms..400ms`) makes the in-process kerf-sim deliver watch
+//! events late (`SimConfig::watch_delay`).
 
 use std::io::Write;
 use std::ops::Range;
@@ -28,6 +29,7 @@ use kerf_sim::sim::{Sim, SimConfig};
 use kube::Client;
 
 mod cleanup;
+mod logs;
 mod objects;
 
 pub use crate::{CRDS, WAIT, apply_crds};
@@ -44,10 +46,12 @@ where
     crate::eventually_every(POLL, what, timeout, check).await
 }
 pub use cleanup::{clean_up, ensure_namespace};
+pub use logs::{LogCapture, capture_logs};
 pub use objects::Web;
 pub use objects::{
-    assert_pod_requests, assert_template_requests, condition, is_ready, manager, metric_sample,
-    pod_names, pod_resources, policy_api, policy_spec, rsr_api, template_resources,
+    assert_pod_requests, assert_template_requests, condition, event_cpu_requests, is_ready,
+    manager, metric_sample, metric_sum, pod_names, pod_resources, policy_api, policy_spec, rsr_api,
+    template_resources, watched_policy_spec,
 };
 
 /// The cluster name the agent uses at the dev hub.
@@ -237,6 +241,14 @@ impl Env {
                     std::path::PathBuf::from(home).join(".kube/config")
                 }),
         }
+    }
+
+    /// Starts `scenario` (see [`Env::start`]) when it runs on kerf-sim; on a real cluster
+    /// a `sim` scenario is reported as skipped (see [`Env::sim_only`]) and `None` comes
+    /// back, for the scenario to return early.
+    pub async fn start_sim_only(scenario: &str) -> anyhow::Result<Option<Env>> {
+        let env = Env::start(scenario).await?;
+        Ok(env.sim_only(scenario).then_some(env))
     }
 
     /// Whether the scenario runs on kerf-sim. A `sim` scenario returns early otherwise,

@@ -2,6 +2,8 @@
 
 use kerf_api::hub::Recommendation;
 use kerf_sim::controllers::common::{owner_ref, pod_from_template, template_hash};
+use kerf_sim::controllers::{MANAGER, deployment, replicaset};
+use kerf_sim::kubelet;
 use kerf_sim::sim::SimContext;
 use kerf_sim::store::gvr;
 use serde_json::{Value, json};
@@ -74,13 +76,50 @@ pub fn seed_deployment(
     replicas: usize,
     first_pod: usize,
 ) -> anyhow::Result<()> {
+    seed_bound(ctx, dep, replicas, first_pod)?;
+    Ok(())
+}
+
+/// Writes Deployment `dep` as [`seed_deployment`] does, with its pods already started: each
+/// pod gets the status the sim's kubelet gives a pod it starts (`kerf_sim::kubelet::start_now`),
+/// and the ReplicaSet and the Deployment (with its revision annotation) get the status their
+/// controllers write once every pod is available. The controllers and the kubelet then find
+/// nothing to do at start, and a fill of 100,000 pods skips the kubelet's start of each;
+/// the kubelet resizes and kills these pods like any other.
+pub fn seed_running_deployment(
+    ctx: &SimContext,
+    mut dep: Value,
+    replicas: usize,
+    first_pod: usize,
+) -> anyhow::Result<()> {
+    dep["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!("1");
+    let (mut dep, mut rs, pods) = seed_bound(ctx, dep, replicas, first_pod)?;
+    let pods = pods
+        .iter()
+        .map(|p| kubelet::start_now(ctx, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let now = ctx.clock.now();
+    rs["status"] = replicaset::status(&rs, &pods.iter().collect::<Vec<_>>(), now);
+    let rs = ctx.store.update_status(&gvr::REPLICASETS, rs, MANAGER)?;
+    dep["status"] = deployment::status(&dep, &rs, &[], now);
+    ctx.store.update_status(&gvr::DEPLOYMENTS, dep, MANAGER)?;
+    Ok(())
+}
+
+/// Writes `dep`, its ReplicaSet and its bound pods (see [`seed_deployment`]); returns them
+/// as stored.
+fn seed_bound(
+    ctx: &SimContext,
+    dep: Value,
+    replicas: usize,
+    first_pod: usize,
+) -> anyhow::Result<(Value, Value, Vec<Value>)> {
     let dep = ctx.store.create(&gvr::DEPLOYMENTS, dep, "kubectl")?;
-    let rs = ctx.store.create(
-        &gvr::REPLICASETS,
-        replica_set(&dep, replicas),
-        "kube-controller-manager",
-    )?;
+    let rs = ctx
+        .store
+        .create(&gvr::REPLICASETS, replica_set(&dep, replicas), MANAGER)?;
     let rs_name = rs["metadata"]["name"].as_str().unwrap_or_default();
+    let mut pods = Vec::with_capacity(replicas);
     for p in 0..replicas {
         let node = kerf_sim::sim::node_name((first_pod + p) % ctx.config.nodes + 1);
         let mut pod = pod_from_template(
@@ -90,10 +129,9 @@ pub fn seed_deployment(
             &[],
         );
         pod["spec"]["nodeName"] = json!(node);
-        ctx.store
-            .create(&gvr::PODS, pod, "kube-controller-manager")?;
+        pods.push(ctx.store.create(&gvr::PODS, pod, MANAGER)?);
     }
-    Ok(())
+    Ok((dep, rs, pods))
 }
 
 /// The ReplicaSet the Deployment controller makes for `dep`'s first revision.

@@ -1,186 +1,48 @@
-//! Test set-up shared by the tests of the workspace: the simulated cluster they start by
-//! default, Kerf's CRDs applied to a cluster, a test CA for TLS servers, and [`eventually`],
-//! which polls a condition until it holds or a deadline passes; helm and the chart, the
-//! `kerf-agent` binary and guards for the processes a test starts. With feature `e2e`, the
-//! harness of the agent's end-to-end scenarios ([`e2e::Env`]).
+//! Test set-up shared by the tests of the workspace, each part behind a feature so that
+//! every crate's tests can use it without a dependency cycle:
+//!
+//! - [`api`] (always): Kerf's resources as tests write them and what validation says of
+//!   them; it needs kerf-api alone, so kerf-api's tests use it with no default features.
+//! - `sim` (default): the simulated cluster tests start by default, Kerf's CRDs applied to
+//!   a cluster, a test CA for TLS servers, [`eventually`], which polls a condition until it
+//!   holds or a deadline passes; helm and the chart, the `kerf-agent` binary and guards for
+//!   the processes a test starts.
+//! - `decide`: the pure core's fixture ([`decide`]): facts, policies and decisions; it
+//!   leaves out the agent, so kerf-decide's tests use it (`default-features = false`).
+//! - `e2e`: the harness of the agent's end-to-end scenarios ([`e2e::Env`]).
 //!
 //! A dev-dependency only: nothing here is linked into the agent.
 
-use std::future::Future;
-use std::time::Duration;
-
-use futures::StreamExt as _;
-use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kerf_api::{RightsizingPolicy, RightsizingRecommendation};
-use kerf_sim::sim::{Sim, SimConfig};
-use kube::api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::{Api, Client};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-
-mod ca;
-mod chart;
+pub mod api;
+#[cfg(feature = "decide")]
+pub mod decide;
 #[cfg(feature = "e2e")]
 pub mod e2e;
+
+#[cfg(feature = "sim")]
+mod ca;
+#[cfg(feature = "sim")]
+mod chart;
+#[cfg(feature = "sim")]
+mod cluster;
+#[cfg(feature = "sim")]
 mod fixtures;
+#[cfg(feature = "sim")]
 mod kubectl;
+#[cfg(feature = "sim")]
 mod process;
 
+#[cfg(feature = "sim")]
 pub use ca::{Leaf, TestCa, webhook_cert_files};
-pub use chart::{chart_dir, helm, repo_root, template};
-pub use fixtures::{App, BENCH_APP, deployment_json, hub_recommendation, seed_deployment};
+#[cfg(feature = "sim")]
+pub use chart::{chart_dir, helm, repo_root, strs, template};
+#[cfg(feature = "sim")]
+pub use cluster::*;
+#[cfg(feature = "sim")]
+pub use fixtures::{
+    App, BENCH_APP, deployment_json, hub_recommendation, seed_deployment, seed_running_deployment,
+};
+#[cfg(feature = "sim")]
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
+#[cfg(feature = "sim")]
 pub use process::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
-
-/// Kerf's CRDs as the repository ships them (`config/crds/kerf.getkerf.dev.yaml`).
-pub const CRDS: &str = include_str!("../../../config/crds/kerf.getkerf.dev.yaml");
-
-/// How long set-up waits for the cluster (CRDs served and the like).
-pub const WAIT: Duration = Duration::from_secs(15);
-
-/// How often [`eventually`] checks its condition.
-pub const POLL: Duration = Duration::from_millis(50);
-
-/// The simulated cluster tests start by default: [`SimConfig::default`] with pods Ready
-/// 50 ms after they are bound.
-pub fn sim_config() -> SimConfig {
-    SimConfig {
-        kubelet_ready_delay: Duration::from_millis(50),
-        ..SimConfig::default()
-    }
-}
-
-/// A simulated cluster of [`sim_config`]: API server, controllers and kubelet.
-pub async fn sim() -> anyhow::Result<Sim> {
-    Sim::start(sim_config()).await
-}
-
-/// A simulated API server alone: no controllers and no kubelet, so objects stay as the
-/// test writes them.
-pub async fn api_sim() -> anyhow::Result<Sim> {
-    Sim::start(SimConfig {
-        run_controllers: false,
-        ..SimConfig::default()
-    })
-    .await
-}
-
-/// Polls `check` every [`POLL`] until it gives a value, for `timeout` at most; the error
-/// names `what` was awaited.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    eventually_every(POLL, what, timeout, check).await
-}
-
-/// [`eventually`], polling every `poll`.
-pub async fn eventually_every<T, F, Fut>(
-    poll: Duration,
-    what: &str,
-    timeout: Duration,
-    mut check: F,
-) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            anyhow::bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(poll).await;
-    }
-}
-
-/// Waits up to `timeout` until at least `n` pods of namespace `ns` match the label
-/// selector `labels`; answers them as JSON. A failed list is an error at once.
-pub async fn pods(
-    client: &Client,
-    ns: &str,
-    labels: &str,
-    n: usize,
-    timeout: Duration,
-) -> anyhow::Result<Vec<serde_json::Value>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let what = format!("{n} pods of {labels} in {ns}");
-    let items = eventually(&what, timeout, || async {
-        match api.list(&ListParams::default().labels(labels)).await {
-            Err(e) => Some(Err(e)),
-            Ok(list) => (list.items.len() >= n).then_some(Ok(list.items)),
-        }
-    })
-    .await??;
-    items
-        .into_iter()
-        .map(|p| Ok(serde_json::to_value(p)?))
-        .collect()
-}
-
-/// Applies [`CRDS`] (an existing CRD is kept) and waits until RightsizingPolicies and
-/// RightsizingRecommendations are served.
-pub async fn apply_crds(client: &Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for doc in serde_yaml::Deserializer::from_str(CRDS) {
-        let crd = CustomResourceDefinition::deserialize(doc)?;
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let policies = dynamic_api(client, &ApiResource::erase::<RightsizingPolicy>(&()));
-    let rsrs = dynamic_api(
-        client,
-        &ApiResource::erase::<RightsizingRecommendation>(&()),
-    );
-    eventually("Kerf's CRDs to be served", WAIT, || async {
-        let served = policies.list(&ListParams::default()).await.is_ok()
-            && rsrs.list(&ListParams::default()).await.is_ok();
-        served.then_some(())
-    })
-    .await
-}
-
-/// A request to `sim` as curl sends it (`User-Agent: curl/7.88.1`), as the admin,
-/// accepting JSON.
-pub fn curl(sim: &Sim, method: &str, path: &str) -> anyhow::Result<reqwest::RequestBuilder> {
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(sim.ca_pem().as_bytes())?)
-        .user_agent("curl/7.88.1")
-        .build()?;
-    Ok(client
-        .request(method.parse()?, format!("{}{path}", sim.url()))
-        .header("accept", "application/json")
-        .header("authorization", "Bearer test-admin-token"))
-}
-
-/// A watch of `api` from its current resourceVersion (listed first), ending after
-/// `timeout_secs` seconds.
-pub async fn watch_from_now<K>(
-    api: &Api<K>,
-    timeout_secs: u32,
-) -> anyhow::Result<BoxStream<'static, kube::Result<WatchEvent<K>>>>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let rv = api
-        .list(&ListParams::default())
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let wp = WatchParams::default().timeout(timeout_secs);
-    Ok(api.watch(&wp, &rv).await?.boxed())
-}
-
-fn dynamic_api(client: &Client, ar: &ApiResource) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), ar)
-}

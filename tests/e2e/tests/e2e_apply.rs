@@ -6,14 +6,14 @@ mod e2e_support;
 use std::time::Duration;
 
 use e2e_support::{
-    AgentOptions, Env, assert_pod_requests, assert_template_requests, manager, pod_resources,
-    policy_spec, template_resources,
+    AgentOptions, Env, assert_pod_requests, assert_template_requests, event_cpu_requests, manager,
+    pod_resources, policy_spec, template_resources,
 };
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kerf_api::event::EventType;
 use kube::Api;
 use kube::api::ListParams;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The names of the ReplicaSets of Deployment `name` (label `app=<name>`).
 async fn replica_sets(env: &Env, name: &str) -> anyhow::Result<Vec<String>> {
@@ -74,24 +74,7 @@ async fn in_place_resizes_the_pods_and_leaves_the_template() -> anyhow::Result<(
     assert_eq!(e.strategy.as_deref(), Some("in-place"));
     assert_eq!(e.containers.len(), 1);
     assert_eq!(e.containers[0].name, "app");
-    assert_eq!(
-        e.containers[0]
-            .to
-            .requests
-            .cpu
-            .as_ref()
-            .map(|q| q.0.as_str()),
-        Some("150m")
-    );
-    assert_eq!(
-        e.containers[0]
-            .from
-            .requests
-            .cpu
-            .as_ref()
-            .map(|q| q.0.as_str()),
-        Some("200m")
-    );
+    assert_eq!(event_cpu_requests(e), (Some("200m"), Some("150m")));
     assert_eq!(
         rsr["status"]["change"]["eventIds"]["applied"],
         e.id.to_string(),
@@ -135,20 +118,7 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
     );
     let d = env.deployment_json("web").await?;
     assert_template_requests(&d, "150m", "200Mi");
-    let kerf =
-        manager(&d, "kerf").ok_or_else(|| anyhow::anyhow!("no kerf entry: {}", d["metadata"]))?;
-    assert_eq!(kerf["operation"], "Apply");
-    assert_eq!(
-        kerf["fieldsV1"],
-        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {
-            ".": {}, "f:name": {}, "f:resources": {"f:requests": {"f:cpu": {}, "f:memory": {}}}}}}}}})
-    );
-    let user = manager(&d, e2e_support::USER_MANAGER).map(|m| m["fieldsV1"].to_string());
-    let user = user.unwrap_or_default();
-    assert!(
-        !user.contains("f:cpu") && !user.contains("f:memory"),
-        "{user}"
-    );
+    kerf_owns_only_cpu_and_memory(&d)?;
 
     // The Deployment rolls: new pods with the new values.
     e2e_support::eventually("the rollout to finish", e2e_support::WAIT, || async {
@@ -173,6 +143,34 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
         assert!(!old_pods.contains(&name), "old pod {name} still runs");
     }
 
+    one_applied_event_of_the_rollout(&env).await?;
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// Deployment `d`'s managed fields: kerf's entry, an apply, owns the requests' cpu and
+/// memory alone; the user's entry owns neither.
+fn kerf_owns_only_cpu_and_memory(d: &Value) -> anyhow::Result<()> {
+    let kerf =
+        manager(d, "kerf").ok_or_else(|| anyhow::anyhow!("no kerf entry: {}", d["metadata"]))?;
+    assert_eq!(kerf["operation"], "Apply");
+    assert_eq!(
+        kerf["fieldsV1"],
+        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {
+            ".": {}, "f:name": {}, "f:resources": {"f:requests": {"f:cpu": {}, "f:memory": {}}}}}}}}})
+    );
+    let user = manager(d, e2e_support::USER_MANAGER).map(|m| m["fieldsV1"].to_string());
+    let user = user.unwrap_or_default();
+    assert!(
+        !user.contains("f:cpu") && !user.contains("f:memory"),
+        "{user}"
+    );
+    Ok(())
+}
+
+/// One applied event of the rollout, with the values before and after and the rsr's
+/// recommendation.
+async fn one_applied_event_of_the_rollout(env: &Env) -> anyhow::Result<()> {
     let applied = env.wait_hub_event("web", EventType::Applied).await?;
     // Checks that nothing more happens in the next passes (a negative check: there is no
     // condition to wait for).
@@ -198,7 +196,6 @@ async fn rollout_patches_the_template_as_kerf_owning_only_cpu_and_memory() -> an
         applied[0].recommendation_id.as_deref(),
         Some("rec-web-150m-200Mi")
     );
-    env.stop_agent().await;
     Ok(())
 }
 

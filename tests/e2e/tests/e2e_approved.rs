@@ -106,53 +106,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
 
     // The hub approves the current recommendation once.
     approve(&env, "appr-1", &rec1_id, false);
-    let rsr = env
-        .wait_rsr(
-            "web",
-            "the approved change Applied and watched",
-            e2e_support::WAIT,
-            |r| r["status"]["change"]["state"] == "Applied" && r["status"]["phase"] == "Applied",
-        )
-        .await?;
-    let st = &rsr["status"];
-    assert_eq!(
-        rsr["spec"]["approval"],
-        json!({"approvalId": "appr-1", "approvedBy": APPROVER}),
-        "spec.approval mirrors the hub's approval"
-    );
-    assert_eq!(st["change"]["approvalId"], "appr-1", "{st}");
-    assert_eq!(st["change"]["recommendationID"], rec1_id.as_str(), "{st}");
-    assert_eq!(st["consumedApprovals"], json!(["appr-1"]), "{st}");
-    // EV-25: the mode is still audit.
-    assert_eq!(
-        st["mode"],
-        json!({"cpu": "audit", "memory": "audit"}),
-        "{st}"
-    );
-    // RB-01: an approved change is watched like an automatic one.
-    let watch = condition(&rsr, "HealthWatch").cloned().unwrap_or_default();
-    assert_eq!(
-        watch["reason"], "Watching",
-        "no health watch after the approved change: {st}"
-    );
-    let (template, _) = requests(&env).await?;
-    assert_eq!(template, json!({"cpu": "150m", "memory": "200Mi"}));
-
-    let applied = env.wait_hub_event("web", EventType::Applied).await?;
-    assert_eq!(applied.len(), 1, "{applied:#?}");
-    let e = &applied[0];
-    assert_eq!(e.reason, "ApprovedOnce");
-    assert_eq!(e.recommendation_id.as_deref(), Some(rec1_id.as_str()));
-    assert_eq!(e.strategy.as_deref(), Some("rollout"));
-    assert_eq!(
-        e.details.get("approvalId").map(String::as_str),
-        Some("appr-1")
-    );
-    assert_eq!(
-        e.details.get("approvedBy").map(String::as_str),
-        Some(APPROVER)
-    );
-    assert_eq!(st["change"]["eventIds"]["applied"], e.id.to_string());
+    the_approved_change_is_applied_once(&env, &rec1_id).await?;
 
     // The new pods carry the approved values.
     env.wait_rsr("web", "rollout done", e2e_support::WAIT, |r| {
@@ -166,29 +120,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
 
     // A new recommendation: the approval of the old one does not carry it over (the
     // cooldown of 1s is long over by the time it is checked).
-    let rec2 = env.recommendation("web", "120m", "180Mi", "0.9")?;
-    let rec2_id = rec2.recommendation_id.clone();
-    env.recommend(vec![rec2]);
-    let rsr = wait_recommendation(&env, &rec2_id).await?;
-    assert!(
-        rsr["spec"]["approval"].is_null(),
-        "the old approval is mirrored onto another recommendation: {}",
-        rsr["spec"]
-    );
-    // Checks that nothing more happens in the next passes (a negative check: there is no
-    // condition to wait for).
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (template, _) = requests(&env).await?;
-    assert_eq!(template, json!({"cpu": "150m", "memory": "200Mi"}));
-    assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
-    // D27: after an approved rollout kerf keeps its fields while the mode is audit.
-    let d = env.deployment_json("web").await?;
-    assert!(
-        manager(&d, "kerf").is_some(),
-        "kerf released an approved rollout in audit: {}",
-        d["metadata"]["managedFields"]
-    );
-    assert!(env.hub_events("web", EventType::Released).is_empty());
+    let rec2_id = a_new_recommendation_is_not_approved(&env).await?;
 
     // A second approval, for the new recommendation, listed after the spent one.
     config(
@@ -199,31 +131,7 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
         ],
         false,
     );
-    let applied = e2e_support::eventually("a second applied event", e2e_support::WAIT, || {
-        let found = env.hub_events("web", EventType::Applied);
-        async move { (found.len() == 2).then_some(found) }
-    })
-    .await?;
-    let second = applied
-        .iter()
-        .find(|e| e.recommendation_id.as_deref() == Some(rec2_id.as_str()))
-        .cloned()
-        .unwrap_or_else(|| panic!("no applied event of {rec2_id}: {applied:#?}"));
-    assert_eq!(second.reason, "ApprovedOnce");
-    assert_eq!(
-        second.details.get("approvalId").map(String::as_str),
-        Some("appr-2")
-    );
-    assert_eq!(
-        second.details.get("approvedBy").map(String::as_str),
-        Some(APPROVER)
-    );
-    let rsr = env.wait_rsr("web", "both approvals consumed", e2e_support::WAIT, |r| {
-        r["status"]["consumedApprovals"] == json!(["appr-1", "appr-2"])
-    });
-    rsr.await?;
-    let (template, _) = requests(&env).await?;
-    assert_eq!(template, json!({"cpu": "120m", "memory": "180Mi"}));
+    the_second_approval_applies(&env, &rec2_id).await?;
 
     // D27: the mode becoming off releases the fields.
     env.policy_of("approved", "off", "rollout").await?;
@@ -246,6 +154,119 @@ async fn an_approval_applies_its_recommendation_once_to_a_workload_in_audit() ->
     );
     assert_template_requests(&d, "120m", "180Mi");
     env.stop_agent().await;
+    Ok(())
+}
+
+/// The approved change is Applied, watched, mirrored on the rsr and reported once to the
+/// hub, with the mode still audit.
+async fn the_approved_change_is_applied_once(env: &Env, rec1_id: &str) -> anyhow::Result<()> {
+    let rsr = env
+        .wait_rsr(
+            "web",
+            "the approved change Applied and watched",
+            e2e_support::WAIT,
+            |r| r["status"]["change"]["state"] == "Applied" && r["status"]["phase"] == "Applied",
+        )
+        .await?;
+    let st = &rsr["status"];
+    assert_eq!(
+        rsr["spec"]["approval"],
+        json!({"approvalId": "appr-1", "approvedBy": APPROVER}),
+        "spec.approval mirrors the hub's approval"
+    );
+    assert_eq!(st["change"]["approvalId"], "appr-1", "{st}");
+    assert_eq!(st["change"]["recommendationID"], rec1_id, "{st}");
+    assert_eq!(st["consumedApprovals"], json!(["appr-1"]), "{st}");
+    // EV-25: the mode is still audit.
+    assert_eq!(
+        st["mode"],
+        json!({"cpu": "audit", "memory": "audit"}),
+        "{st}"
+    );
+    // RB-01: an approved change is watched like an automatic one.
+    let watch = condition(&rsr, "HealthWatch").cloned().unwrap_or_default();
+    assert_eq!(
+        watch["reason"], "Watching",
+        "no health watch after the approved change: {st}"
+    );
+    let (template, _) = requests(env).await?;
+    assert_eq!(template, json!({"cpu": "150m", "memory": "200Mi"}));
+
+    let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    assert_eq!(applied.len(), 1, "{applied:#?}");
+    let e = &applied[0];
+    assert_eq!(e.reason, "ApprovedOnce");
+    assert_eq!(e.recommendation_id.as_deref(), Some(rec1_id));
+    assert_eq!(e.strategy.as_deref(), Some("rollout"));
+    assert_eq!(
+        e.details.get("approvalId").map(String::as_str),
+        Some("appr-1")
+    );
+    assert_eq!(
+        e.details.get("approvedBy").map(String::as_str),
+        Some(APPROVER)
+    );
+    assert_eq!(st["change"]["eventIds"]["applied"], e.id.to_string());
+    Ok(())
+}
+
+/// A new recommendation: the approval of the old one does not carry it over (the cooldown
+/// of 1s is long over by the time it is checked). Gives the new recommendation's id.
+async fn a_new_recommendation_is_not_approved(env: &Env) -> anyhow::Result<String> {
+    let rec2 = env.recommendation("web", "120m", "180Mi", "0.9")?;
+    let rec2_id = rec2.recommendation_id.clone();
+    env.recommend(vec![rec2]);
+    let rsr = wait_recommendation(env, &rec2_id).await?;
+    assert!(
+        rsr["spec"]["approval"].is_null(),
+        "the old approval is mirrored onto another recommendation: {}",
+        rsr["spec"]
+    );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (template, _) = requests(env).await?;
+    assert_eq!(template, json!({"cpu": "150m", "memory": "200Mi"}));
+    assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
+    // D27: after an approved rollout kerf keeps its fields while the mode is audit.
+    let d = env.deployment_json("web").await?;
+    assert!(
+        manager(&d, "kerf").is_some(),
+        "kerf released an approved rollout in audit: {}",
+        d["metadata"]["managedFields"]
+    );
+    assert!(env.hub_events("web", EventType::Released).is_empty());
+    Ok(rec2_id)
+}
+
+/// The second approval's change is applied once, both approvals consumed.
+#[allow(clippy::panic)] // test helper: a failure fails the test
+async fn the_second_approval_applies(env: &Env, rec2_id: &str) -> anyhow::Result<()> {
+    let applied = e2e_support::eventually("a second applied event", e2e_support::WAIT, || {
+        let found = env.hub_events("web", EventType::Applied);
+        async move { (found.len() == 2).then_some(found) }
+    })
+    .await?;
+    let second = applied
+        .iter()
+        .find(|e| e.recommendation_id.as_deref() == Some(rec2_id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no applied event of {rec2_id}: {applied:#?}"));
+    assert_eq!(second.reason, "ApprovedOnce");
+    assert_eq!(
+        second.details.get("approvalId").map(String::as_str),
+        Some("appr-2")
+    );
+    assert_eq!(
+        second.details.get("approvedBy").map(String::as_str),
+        Some(APPROVER)
+    );
+    let rsr = env.wait_rsr("web", "both approvals consumed", e2e_support::WAIT, |r| {
+        r["status"]["consumedApprovals"] == json!(["appr-1", "appr-2"])
+    });
+    rsr.await?;
+    let (template, _) = requests(env).await?;
+    assert_eq!(template, json!({"cpu": "120m", "memory": "180Mi"}));
     Ok(())
 }
 
@@ -274,48 +295,11 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     );
     env.start_agent(&AgentOptions::default()).await?;
     env.wait_phase("web", "Skipped").await?;
-    let skipped = env.wait_hub_event("web", EventType::Skipped).await?;
-    assert_eq!(skipped[0].reason, "ModeAudit");
-    // Checks that nothing more happens in the next passes (a negative check: there is no
-    // condition to wait for).
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (template, pods) = requests(&env).await?;
-    assert_eq!(template, json!({"cpu": "200m", "memory": "256Mi"}));
-    for p in &pods {
-        assert_eq!(p, &json!({"cpu": "200m", "memory": "256Mi"}));
-    }
-    assert!(env.hub_events("web", EventType::Applied).is_empty());
-    let rsr = env.rsr("web").await?.unwrap_or_default();
-    assert!(
-        rsr["status"]["consumedApprovals"].is_null(),
-        "{}",
-        rsr["status"]
-    );
+    the_expired_approval_does_nothing(&env).await?;
 
     // A fresh approval, but automation is paused: the guardrails hold it (GR-02).
     approve(&env, "appr-new", &rec_id, true);
-    let rsr = env
-        .wait_rsr("web", "Blocked Paused", e2e_support::WAIT, |r| {
-            condition(r, "Blocked")
-                .is_some_and(|c| c["status"] == "True" && c["reason"] == "Paused")
-        })
-        .await?;
-    assert_eq!(rsr["status"]["phase"], "Blocked", "{}", rsr["status"]);
-    let blocked = env.wait_hub_event("web", EventType::Blocked).await?;
-    assert_eq!(blocked.len(), 1, "{blocked:#?}");
-    assert_eq!(blocked[0].reason, "Paused");
-    assert_eq!(
-        blocked[0].details.get("pauseScope").map(String::as_str),
-        Some("cluster")
-    );
-    // Checks that nothing more happens in the next passes (a negative check: there is no
-    // condition to wait for).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (_, pods) = requests(&env).await?;
-    for p in &pods {
-        assert_eq!(p, &json!({"cpu": "200m", "memory": "256Mi"}));
-    }
-    assert!(env.hub_events("web", EventType::Applied).is_empty());
+    the_pause_holds_the_approved_change(&env).await?;
 
     // Resumed: the approved change goes in once, in place, on the same pods.
     approve(&env, "appr-new", &rec_id, false);
@@ -347,5 +331,56 @@ async fn an_expired_approval_does_nothing_and_a_pause_holds_an_approved_change()
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.hub_events("web", EventType::Applied).len(), 1);
     env.stop_agent().await;
+    Ok(())
+}
+
+/// The lapsed approval changes nothing: skipped as audit, the template and the pods at
+/// their values, no approval consumed.
+async fn the_expired_approval_does_nothing(env: &Env) -> anyhow::Result<()> {
+    let skipped = env.wait_hub_event("web", EventType::Skipped).await?;
+    assert_eq!(skipped[0].reason, "ModeAudit");
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (template, pods) = requests(env).await?;
+    assert_eq!(template, json!({"cpu": "200m", "memory": "256Mi"}));
+    for p in &pods {
+        assert_eq!(p, &json!({"cpu": "200m", "memory": "256Mi"}));
+    }
+    assert!(env.hub_events("web", EventType::Applied).is_empty());
+    let rsr = env.rsr("web").await?.unwrap_or_default();
+    assert!(
+        rsr["status"]["consumedApprovals"].is_null(),
+        "{}",
+        rsr["status"]
+    );
+    Ok(())
+}
+
+/// The pause holds the approved change: Blocked Paused, one blocked event, the pods at
+/// their values.
+async fn the_pause_holds_the_approved_change(env: &Env) -> anyhow::Result<()> {
+    let rsr = env
+        .wait_rsr("web", "Blocked Paused", e2e_support::WAIT, |r| {
+            condition(r, "Blocked")
+                .is_some_and(|c| c["status"] == "True" && c["reason"] == "Paused")
+        })
+        .await?;
+    assert_eq!(rsr["status"]["phase"], "Blocked", "{}", rsr["status"]);
+    let blocked = env.wait_hub_event("web", EventType::Blocked).await?;
+    assert_eq!(blocked.len(), 1, "{blocked:#?}");
+    assert_eq!(blocked[0].reason, "Paused");
+    assert_eq!(
+        blocked[0].details.get("pauseScope").map(String::as_str),
+        Some("cluster")
+    );
+    // Checks that nothing more happens in the next passes (a negative check: there is no
+    // condition to wait for).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, pods) = requests(env).await?;
+    for p in &pods {
+        assert_eq!(p, &json!({"cpu": "200m", "memory": "256Mi"}));
+    }
+    assert!(env.hub_events("web", EventType::Applied).is_empty());
     Ok(())
 }

@@ -47,62 +47,15 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
     // The hub's quantity `12Q` is no Kubernetes quantity: the rsr's schema refuses it.
     env.recommend(vec![rec_with(&env, "rec-bad", "12Q")?]);
     env.start_agent(&AgentOptions::default()).await?;
-    let rsr = env
-        .wait_rsr("web", "the refusal named on a new rsr", WAIT, |r| {
-            refusal(r).is_some()
-        })
-        .await?;
-    let text = refusal(&rsr).unwrap_or_default().to_owned();
-    assert!(text.contains("rec-bad"), "{text}");
-    assert!(
-        text.contains("spec.containers[0].requests.cpu: \"12Q\" is not a quantity"),
-        "{text}"
-    );
-    assert_eq!(rsr["spec"]["recommendationID"], "rec-bad");
-    assert_eq!(
-        rsr["spec"]["containers"],
-        json!([]),
-        "no refused value is held"
-    );
-    assert!(
-        rsr["metadata"]["annotations"][kerf_agent::rsr_sync::ANNOTATION_WITHDRAWN].is_string(),
-        "the agent acts on nothing: {}",
-        rsr["metadata"]
-    );
-    // The status names it too: Valid=False, and InvalidSpec in the Reason column.
-    let rsr = env
-        .wait_rsr("web", "Valid=False naming the field", WAIT, |r| {
-            condition(r, "Valid").is_some_and(|c| c["status"] == "False")
-        })
-        .await?;
-    let valid = condition(&rsr, "Valid").cloned().unwrap_or_default();
-    assert_eq!(valid["reason"], "InvalidSpec");
-    assert_eq!(valid["message"], text.as_str());
-    assert_eq!(rsr["status"]["summary"]["reason"], "InvalidSpec");
+    let text = the_refusal_is_named(&env).await?;
     // Polls go on every second; the rsr's spec and annotations are not written again for
     // the same recommendation (on kerf-sim, its request log shows no such write at all).
-    let spec_writes = || -> usize {
-        let Some(sim) = env.sim.as_ref() else {
-            return 0;
-        };
-        let path = format!(
-            "/apis/kerf.getkerf.dev/v1alpha1/namespaces/{}/rightsizingrecommendations/web",
-            env.ns
-        );
-        sim.context()
-            .audit
-            .snapshot()
-            .writes_except_leases()
-            .iter()
-            .filter(|r| r.path == path)
-            .count()
-    };
-    let before = spec_writes();
+    let before = rsr_spec_writes(&env);
     // Checks that nothing more happens in the next passes (a negative check: there is no
     // condition to wait for).
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
-        spec_writes(),
+        rsr_spec_writes(&env),
         before,
         "the refused recommendation was retried"
     );
@@ -135,6 +88,61 @@ async fn a_recommendation_the_schema_refuses_is_named_on_the_rsr_and_not_retried
     env.wait_phase("web", "Applied").await?;
     env.stop_agent().await;
     Ok(())
+}
+
+/// Waits for the refusal of `rec-bad` named on a new rsr that holds no value, then in its
+/// status: Valid=False, and InvalidSpec in the Reason column. Gives the refusal's text.
+async fn the_refusal_is_named(env: &Env) -> anyhow::Result<String> {
+    let rsr = env
+        .wait_rsr("web", "the refusal named on a new rsr", WAIT, |r| {
+            refusal(r).is_some()
+        })
+        .await?;
+    let text = refusal(&rsr).unwrap_or_default().to_owned();
+    assert!(text.contains("rec-bad"), "{text}");
+    assert!(
+        text.contains("spec.containers[0].requests.cpu: \"12Q\" is not a quantity"),
+        "{text}"
+    );
+    assert_eq!(rsr["spec"]["recommendationID"], "rec-bad");
+    assert_eq!(
+        rsr["spec"]["containers"],
+        json!([]),
+        "no refused value is held"
+    );
+    assert!(
+        rsr["metadata"]["annotations"][kerf_agent::rsr_sync::ANNOTATION_WITHDRAWN].is_string(),
+        "the agent acts on nothing: {}",
+        rsr["metadata"]
+    );
+    let rsr = env
+        .wait_rsr("web", "Valid=False naming the field", WAIT, |r| {
+            condition(r, "Valid").is_some_and(|c| c["status"] == "False")
+        })
+        .await?;
+    let valid = condition(&rsr, "Valid").cloned().unwrap_or_default();
+    assert_eq!(valid["reason"], "InvalidSpec");
+    assert_eq!(valid["message"], text.as_str());
+    assert_eq!(rsr["status"]["summary"]["reason"], "InvalidSpec");
+    Ok(text)
+}
+
+/// The writes of rsr `web` that kerf-sim's request log shows (none off kerf-sim).
+fn rsr_spec_writes(env: &Env) -> usize {
+    let Some(sim) = env.sim.as_ref() else {
+        return 0;
+    };
+    let path = format!(
+        "/apis/kerf.getkerf.dev/v1alpha1/namespaces/{}/rightsizingrecommendations/web",
+        env.ns
+    );
+    sim.context()
+        .audit
+        .snapshot()
+        .writes_except_leases()
+        .iter()
+        .filter(|r| r.path == path)
+        .count()
 }
 
 // sim

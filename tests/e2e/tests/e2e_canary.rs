@@ -17,15 +17,10 @@ use serde_json::{Value, json};
 /// An auto-patch, in-place policy over `ns` with a canary of one pod watched for
 /// `canary`, a 2s health watch afterwards and a `cooldown` between changes.
 fn policy(ns: &str, canary: &str, cooldown: &str) -> Value {
-    json!({
-        "priority": 10,
-        "selector": {"namespaces": [ns]},
-        "mode": "auto-patch",
-        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": cooldown,
-            "rollback": {"watchDuration": "2s"}},
-        "apply": {"strategy": "in-place", "fallbackAfter": "5s", "minWindowRemaining": "1s",
-            "canary": {"pods": 1, "duration": canary}},
-    })
+    let rollback = json!({"watchDuration": "2s"});
+    let mut spec = e2e_support::watched_policy_spec(ns, "in-place", cooldown, rollback);
+    spec["apply"]["canary"] = json!({"pods": 1, "duration": canary});
+    spec
 }
 
 /// Deployment `web` with three pods at 200m/256Mi, the canary policy, a recommendation of

@@ -98,12 +98,26 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
         ids.entry(*id).or_insert_with(|| second.to_owned());
     }
 
+    each_event_named_stamped_and_mirrored(&env, &seen, &ids, started).await?;
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// Each event in `seen` names the recommendation `ids` gives it, is stamped between
+/// `started` and when it was seen, and has a Kubernetes Event on the rsr; a blocked, an
+/// applied and a released event are among them.
+async fn each_event_named_stamped_and_mirrored(
+    env: &Env,
+    seen: &Seen,
+    ids: &BTreeMap<Uuid, String>,
+    started: DateTime<Utc>,
+) -> anyhow::Result<()> {
     let k8s = eventually("a Kubernetes Event per hub event", WAIT, || async {
         let k8s = env.k8s_events(Some("web"), None).await.ok()?;
         (k8s.len() >= seen.len()).then_some(k8s)
     })
     .await?;
-    for (id, (e, seen_at)) in &seen {
+    for (id, (e, seen_at)) in seen {
         // EV-51: the recommendation the rsr held when it happened.
         assert_eq!(e.recommendation_id.as_ref(), ids.get(id), "{e:#?}");
         // EV-49: stamped when it happened, not later than the hub stored it.
@@ -131,6 +145,5 @@ async fn every_event_names_its_recommendation_its_time_and_has_a_kubernetes_even
     for t in [EventType::Blocked, EventType::Applied, EventType::Released] {
         assert!(types.contains(&t), "no {t} event: {types:?}");
     }
-    env.stop_agent().await;
     Ok(())
 }

@@ -33,6 +33,54 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     env.start_agent(&AgentOptions::default()).await?;
 
     // Three refused attempts (1 s and 2 s apart), then one failed event.
+    one_failed_event_with_the_servers_words(&env).await?;
+
+    // No fallback: the strategy stays in-place, the template and the pods are untouched
+    // while the quota refuses, and failed is not repeated on later attempts.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(env.hub_events("web", EventType::Fallback).is_empty());
+    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
+    assert!(env.hub_events("web", EventType::Applied).is_empty());
+    the_status_and_metrics_name_the_failing_change(&env).await?;
+    let d = env.deployment_json("web").await?;
+    assert_eq!(d["metadata"]["generation"], generation);
+    assert_template_requests(&d, "200m", "256Mi");
+    assert!(e2e_support::manager(&d, "kerf").is_none());
+    for p in env.pods("web").await? {
+        assert_eq!(pod_resources(&p)["requests"]["cpu"], "200m");
+    }
+
+    // The quota is raised: a later retry resizes the same pods in place.
+    faults.clear_quota(&env.ns);
+    let rsr = env
+        .wait_rsr(
+            "web",
+            "Applied after the retry",
+            Duration::from_secs(40),
+            |r| r["status"]["change"]["state"] == "Applied",
+        )
+        .await?;
+    let applied = env.wait_hub_event("web", EventType::Applied).await?;
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].strategy.as_deref(), Some("in-place"));
+    assert_eq!(
+        rsr["status"]["change"]["eventIds"]["applied"],
+        applied[0].id.to_string()
+    );
+    let pods = env.wait_ready("web", 2).await?;
+    assert_eq!(pod_names(&pods), pod_names(&before));
+    for p in &pods {
+        assert_eq!(pod_resources(p)["requests"]["cpu"], "300m");
+    }
+    assert!(env.hub_events("web", EventType::Fallback).is_empty());
+    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// Three refused attempts (1 s and 2 s apart), then one failed event naming the quota, on
+/// the rsr and as a Warning Kubernetes Event (EV-08).
+async fn one_failed_event_with_the_servers_words(env: &Env) -> anyhow::Result<()> {
     let failed = env.wait_hub_event("web", EventType::Failed).await?;
     assert_eq!(failed.len(), 1, "{failed:#?}");
     let f = &failed[0];
@@ -67,13 +115,12 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
     .await?;
     assert_eq!(k8s.len(), 1);
     assert_eq!(k8s[0].type_.as_deref(), Some("Warning"));
+    Ok(())
+}
 
-    // No fallback: the strategy stays in-place, the template and the pods are untouched
-    // while the quota refuses, and failed is not repeated on later attempts.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(env.hub_events("web", EventType::Fallback).is_empty());
-    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
-    assert!(env.hub_events("web", EventType::Applied).is_empty());
+/// The status shows the failing change in place, and the metrics count every refused
+/// resize.
+async fn the_status_and_metrics_name_the_failing_change(env: &Env) -> anyhow::Result<()> {
     let rsr = env.rsr("web").await?.unwrap_or_default();
     assert_eq!(rsr["status"]["change"]["strategy"], "in-place");
     assert_eq!(rsr["status"]["phase"], "Applying", "{}", rsr["status"]);
@@ -106,49 +153,13 @@ async fn a_resize_refused_by_a_quota_records_failed_resize_error_and_never_falls
             >= 1.0,
         "{metrics}"
     );
-    let reconciles: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("kerf_agent_reconcile_duration_seconds_count{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let reconciles =
+        e2e_support::metric_sum(&metrics, "kerf_agent_reconcile_duration_seconds_count", &[]);
     assert!(reconciles >= 3.0, "{metrics}");
     assert!(
         !metrics.contains("kerf_agent_permission_denied_total{"),
         "{metrics}"
     );
-    let d = env.deployment_json("web").await?;
-    assert_eq!(d["metadata"]["generation"], generation);
-    assert_template_requests(&d, "200m", "256Mi");
-    assert!(e2e_support::manager(&d, "kerf").is_none());
-    for p in env.pods("web").await? {
-        assert_eq!(pod_resources(&p)["requests"]["cpu"], "200m");
-    }
-
-    // The quota is raised: a later retry resizes the same pods in place.
-    faults.clear_quota(&env.ns);
-    let rsr = env
-        .wait_rsr(
-            "web",
-            "Applied after the retry",
-            Duration::from_secs(40),
-            |r| r["status"]["change"]["state"] == "Applied",
-        )
-        .await?;
-    let applied = env.wait_hub_event("web", EventType::Applied).await?;
-    assert_eq!(applied.len(), 1);
-    assert_eq!(applied[0].strategy.as_deref(), Some("in-place"));
-    assert_eq!(
-        rsr["status"]["change"]["eventIds"]["applied"],
-        applied[0].id.to_string()
-    );
-    let pods = env.wait_ready("web", 2).await?;
-    assert_eq!(pod_names(&pods), pod_names(&before));
-    for p in &pods {
-        assert_eq!(pod_resources(p)["requests"]["cpu"], "300m");
-    }
-    assert!(env.hub_events("web", EventType::Fallback).is_empty());
-    assert_eq!(env.hub_events("web", EventType::Failed).len(), 1);
-    env.stop_agent().await;
     Ok(())
 }
 

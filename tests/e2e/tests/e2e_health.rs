@@ -18,14 +18,7 @@ use serde_json::{Value, json};
 /// `cooldown` and the given rollback settings. The rollback scenarios use a long cooldown, so
 /// nothing new goes in while they look at the rolled-back change.
 fn policy(ns: &str, strategy: &str, cooldown: &str, rollback: Value) -> Value {
-    json!({
-        "priority": 10,
-        "selector": {"namespaces": [ns]},
-        "mode": "auto-patch",
-        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": cooldown,
-            "rollback": rollback},
-        "apply": {"strategy": strategy, "fallbackAfter": "5s", "minWindowRemaining": "1s"},
-    })
+    e2e_support::watched_policy_spec(ns, strategy, cooldown, rollback)
 }
 
 /// Injects `fault` (`oom` or `restart`) into container `app` of `pod`.
@@ -78,10 +71,9 @@ async fn wait_rolled_back(env: &Env, name: &str) -> anyhow::Result<Value> {
 // rule: RB-05, RB-11, RB-20, RB-22, RB-25, RB-27, RB-40, EV-08, EV-59
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-health-oom").await?;
-    if !env.sim_only("e2e-health-oom") {
+    let Some(mut env) = Env::start_sim_only("e2e-health-oom").await? else {
         return Ok(());
-    }
+    };
     let before = in_place_watched(&mut env, "30s", &AgentOptions::default()).await?;
     env.wait_hub_event("web", EventType::Applied).await?;
 
@@ -143,10 +135,9 @@ async fn an_oom_kill_after_an_in_place_memory_change_resizes_memory_back() -> an
 // rule: RB-07, RB-23, RB-25, EV-59
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarts_after_a_rollout_roll_the_template_back() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-health-restarts").await?;
-    if !env.sim_only("e2e-health-restarts") {
+    let Some(mut env) = Env::start_sim_only("e2e-health-restarts").await? else {
         return Ok(());
-    }
+    };
     env.web(2).await?;
     let rollback = json!({"watchDuration": "30s", "restarts": 2});
     env.policy("auto", policy(&env.ns, "rollout", "10m", rollback))
@@ -198,10 +189,9 @@ async fn restarts_after_a_rollout_roll_the_template_back() -> anyhow::Result<()>
 // rule: RB-19, EV-18
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-health-healthy").await?;
-    if !env.sim_only("e2e-health-healthy") {
+    let Some(mut env) = Env::start_sim_only("e2e-health-healthy").await? else {
         return Ok(());
-    }
+    };
     env.web(2).await?;
     let rollback = json!({"watchDuration": "2s"});
     env.policy("auto", policy(&env.ns, "in-place", "1s", rollback))
@@ -253,10 +243,9 @@ async fn a_watch_without_a_signal_ends_healthy_and_the_next_change_goes_in() -> 
 // rule: RB-02, RB-28, RB-30
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-health-frozen").await?;
-    if !env.sim_only("e2e-health-frozen") {
+    let Some(mut env) = Env::start_sim_only("e2e-health-frozen").await? else {
         return Ok(());
-    }
+    };
     let opts = AgentOptions {
         stale_after: "2s",
         ..AgentOptions::default()
@@ -269,16 +258,7 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
     let mut settings = env.settings(&opts)?;
     settings.freeze.now = true;
     let agent = Agent::start(env.client.clone(), settings, Arc::new(SystemClock)).await?;
-    env.deployment("api", 1, "200m", "256Mi").await?;
-    env.wait_ready("api", 1).await?;
-    env.recommend(vec![
-        env.recommendation("web", "150m", "200Mi", "0.9")?,
-        env.recommendation("api", "150m", "200Mi", "0.9")?,
-    ]);
-    env.wait_rsr("api", "Blocked FreezeWindow", WAIT, |r| {
-        condition(r, "Blocked").is_some_and(|c| c["reason"] == "FreezeWindow")
-    })
-    .await?;
+    env.api_blocked("FreezeWindow").await?;
     // And the hub unreachable for longer than staleAfter.
     env.hub.set_down(true).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -324,10 +304,9 @@ async fn a_rollback_runs_while_the_cluster_is_frozen_and_the_hub_is_down() -> an
 // OOM kill can start it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oom_kill_is_acted_on_at_the_pod_update_that_shows_it() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-health-at-update").await?;
-    if !env.sim_only("e2e-health-at-update") {
+    let Some(mut env) = Env::start_sim_only("e2e-health-at-update").await? else {
         return Ok(());
-    }
+    };
     let opts = AgentOptions {
         poll_interval: "1h",
         ..AgentOptions::default()

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use e2e_support::{AgentOptions, CLUSTER, Env, USER_MANAGER, policy_spec};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use kerf_api::event::Event;
 use kerf_api::hub::Recommendation;
-use kerf_sim::api::audit::{AuditRecord, AuditSnapshot};
+use kerf_sim::api::audit::{Audit, AuditRecord, AuditSnapshot};
 use kerf_sim::sim::{Sim, SimConfig};
 use kerf_sim::store::gvr;
 use kube::Api;
@@ -276,20 +277,7 @@ async fn an_agent_with_nothing_to_change_writes_nothing_but_its_lease() -> anyho
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("not on kerf-sim"))?;
     let audit = sim.audit().clone();
-    for i in 0..workloads {
-        deployment(sim, i)?;
-    }
-    eprintln!(
-        "e2e-idle: {workloads} Deployments created after {:?}",
-        started.elapsed()
-    );
-    wait_count("Deployments available", workloads, || available(&client)).await?;
-    let mut spec = policy_spec(&env.ns, "auto-patch", "in-place");
-    spec["selector"]["namespaces"] = json!((0..NAMESPACES).map(namespace_of).collect::<Vec<_>>());
-    env.policy("auto", spec).await?;
-    let generated_at = chrono::Utc::now();
-    let recs = (0..workloads).map(|i| recommendation(i, generated_at));
-    env.recommend(recs.collect::<anyhow::Result<_>>()?);
+    workloads_with_recommendations(&env, sim, workloads, started).await?;
     let setup = started.elapsed();
 
     // The agent with its defaults: leader election, a 60 s hub poll, 30 m staleness.
@@ -317,19 +305,7 @@ async fn an_agent_with_nothing_to_change_writes_nothing_but_its_lease() -> anyho
     );
 
     // The idle window: nothing changes, so nothing but the Lease may be written.
-    let window_started = Instant::now();
-    while window_started.elapsed() < window {
-        let left = window.saturating_sub(window_started.elapsed());
-        tokio::time::sleep(left.min(Duration::from_secs(60))).await;
-        let s = audit.snapshot();
-        eprintln!(
-            "e2e-idle: {:?} into the window: {} requests, {} mutating, {} other than Lease renewals",
-            window_started.elapsed(),
-            s.total,
-            s.mutating,
-            s.mutating_except_leases
-        );
-    }
+    report_through_the_window(&audit, window).await;
     let idle = audit.snapshot();
     eprintln!(
         "e2e-idle: {}; test took {:?}",
@@ -350,6 +326,62 @@ async fn an_agent_with_nothing_to_change_writes_nothing_but_its_lease() -> anyho
         "window_lease_renewals": renewals,
         "window_hub_events": events.len().saturating_sub(events_before),
     }))?;
+    nothing_but_the_lease_written(&idle, renewals, &events, events_before);
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// `workloads` Deployments on `sim`, Available, under one auto-patch policy, each with a
+/// recommendation at the hub.
+async fn workloads_with_recommendations(
+    env: &Env,
+    sim: &Sim,
+    workloads: usize,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let client = &env.client;
+    for i in 0..workloads {
+        deployment(sim, i)?;
+    }
+    eprintln!(
+        "e2e-idle: {workloads} Deployments created after {:?}",
+        started.elapsed()
+    );
+    wait_count("Deployments available", workloads, || available(client)).await?;
+    let mut spec = policy_spec(&env.ns, "auto-patch", "in-place");
+    spec["selector"]["namespaces"] = json!((0..NAMESPACES).map(namespace_of).collect::<Vec<_>>());
+    env.policy("auto", spec).await?;
+    let generated_at = chrono::Utc::now();
+    let recs = (0..workloads).map(|i| recommendation(i, generated_at));
+    env.recommend(recs.collect::<anyhow::Result<_>>()?);
+    Ok(())
+}
+
+/// Waits out the idle `window`, reporting the requests counted by `audit` each minute.
+async fn report_through_the_window(audit: &Audit, window: Duration) {
+    let window_started = Instant::now();
+    while window_started.elapsed() < window {
+        let left = window.saturating_sub(window_started.elapsed());
+        tokio::time::sleep(left.min(Duration::from_secs(60))).await;
+        let s = audit.snapshot();
+        eprintln!(
+            "e2e-idle: {:?} into the window: {} requests, {} mutating, {} other than Lease renewals",
+            window_started.elapsed(),
+            s.total,
+            s.mutating,
+            s.mutating_except_leases
+        );
+    }
+}
+
+/// While idle: no write but the Lease's, the Lease still renewed, no event sent after
+/// the first `events_before`.
+fn nothing_but_the_lease_written(
+    idle: &AuditSnapshot,
+    renewals: usize,
+    events: &[Event],
+    events_before: usize,
+) {
     let offending: Vec<String> = idle
         .writes_except_leases()
         .iter()
@@ -364,7 +396,7 @@ async fn an_agent_with_nothing_to_change_writes_nothing_but_its_lease() -> anyho
     assert!(
         renewals > 0,
         "the agent stopped renewing its Lease: {}",
-        summary("window", &idle)
+        summary("window", idle)
     );
     assert_eq!(
         events.len(),
@@ -372,6 +404,4 @@ async fn an_agent_with_nothing_to_change_writes_nothing_but_its_lease() -> anyho
         "events sent while idle: {:#?}",
         &events[events_before..]
     );
-    env.stop_agent().await;
-    Ok(())
 }

@@ -6,7 +6,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{Env, Web, eventually};
+use e2e_support::{Env, eventually, metric_sum};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -15,11 +15,7 @@ use serde_json::json;
 
 /// The sum of `kerf_agent_decisions_total` over every type and reason.
 fn decisions(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("kerf_agent_decisions_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum(metrics, "kerf_agent_decisions_total", &[])
 }
 
 /// A status update that changes no field the agent keeps: the object's conditions with one
@@ -42,22 +38,7 @@ fn heartbeat(object: &serde_json::Value, i: u32) -> serde_json::Value {
 // portable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> {
-    let mut env = Env::start_web(
-        "e2e-idle-decisions",
-        Web::policy("p", "auto-patch", "rollout")
-            .replicas(1)
-            .recommend("200m", "256Mi", "0.9"),
-    )
-    .await?;
-    env.wait_phase("web", "Skipped").await?;
-    eventually("the skip reported", Duration::from_secs(20), || async {
-        let rsr = env.rsr("web").await.ok()??;
-        let reported = rsr["status"]["reported"].as_array()?;
-        (!reported.is_empty()).then_some(())
-    })
-    .await?;
-    // Lets the passes the first decision triggered end before the count is taken.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut env = Env::start_at_rest("e2e-idle-decisions").await?;
     let before = decisions(&env.agent_metrics()?);
     assert!(before >= 1.0, "the first pass decided: {before}");
 
@@ -72,10 +53,7 @@ async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> 
         .and_then(|s| s.node_name.clone())
         .ok_or_else(|| anyhow::anyhow!("pod {pod_name} is on no node"))?;
     let pp = PatchParams::default();
-    let polls_before = env
-        .hub
-        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
-        .len();
+    let polls_before = env.recommendation_polls();
     for i in 0..10 {
         let pod = serde_json::to_value(pods.get(&pod_name).await?)?;
         pods.patch_status(&pod_name, &pp, &Patch::Merge(heartbeat(&pod, i)))
@@ -86,11 +64,7 @@ async fn heartbeats_and_idle_polls_decide_nothing_again() -> anyhow::Result<()> 
             .await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let polls = env
-        .hub
-        .requests_to(kerf_sim::hub::Endpoint::Recommendations)
-        .len()
-        - polls_before;
+    let polls = env.recommendation_polls() - polls_before;
     assert!(polls >= 4, "the hub was polled meanwhile: {polls} polls");
     let now_rv = pods.get(&pod_name).await?.metadata.resource_version;
     assert_ne!(now_rv, pod_rv, "the heartbeats updated the pod");

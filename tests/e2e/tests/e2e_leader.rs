@@ -103,6 +103,13 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
 
     // The standby continues: the next change goes in (cooldown in the policy is 1s).
+    the_next_change_goes_in(&env).await?;
+    standby.stop().await;
+    Ok(())
+}
+
+/// A second recommendation is applied and the pods resized to it.
+async fn the_next_change_goes_in(env: &Env) -> anyhow::Result<()> {
     env.recommend_web("120m", "180Mi", "0.9")?;
     let applied = e2e_support::eventually("a second applied event", e2e_support::WAIT, || async {
         let all = env.hub_events("web", EventType::Applied);
@@ -122,6 +129,5 @@ async fn one_leader_acts_and_the_standby_takes_over_when_it_stops() -> anyhow::R
         },
     )
     .await?;
-    standby.stop().await;
     Ok(())
 }

@@ -8,7 +8,7 @@ mod e2e_support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e_support::{AgentOptions, Env, eventually, rsr_api};
+use e2e_support::{AgentOptions, Env, eventually, metric_sum, rsr_api};
 use kube::api::ListParams;
 
 const EACH: usize = 20;
@@ -54,10 +54,9 @@ fn actuating_writes(env: &Env, until: Instant) -> anyhow::Result<Vec<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workloads_without_a_change_do_not_wait_behind_changes_waiting_for_tokens()
 -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-limit-slots").await?;
-    if !env.sim_only("e2e_limit_slots") {
+    let Some(mut env) = Env::start_sim_only("e2e-limit-slots").await? else {
         return Ok(());
-    }
+    };
     // "a-" sorts before "b-": the changes come first in a pass over every workload.
     let changes: Vec<String> = (0..EACH).map(|i| format!("a-{i:02}")).collect();
     let idle: Vec<String> = (0..EACH).map(|i| format!("b-{i:02}")).collect();
@@ -110,13 +109,12 @@ async fn workloads_without_a_change_do_not_wait_behind_changes_waiting_for_token
     .await?;
     let resizes = actuating_writes(&env, Instant::now())?;
     assert_eq!(resizes.len(), EACH, "one resize per change: {resizes:?}");
-    let applied: f64 = env
-        .agent_metrics()?
-        .lines()
-        .filter(|l| l.starts_with("kerf_agent_decisions_total{"))
-        .filter(|l| l.contains("type=\"applied\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let metrics = env.agent_metrics()?;
+    let applied = metric_sum(
+        &metrics,
+        "kerf_agent_decisions_total",
+        &["type=\"applied\""],
+    );
     assert_eq!(applied, EACH as f64, "each change decided once");
     env.stop_agent().await;
     Ok(())

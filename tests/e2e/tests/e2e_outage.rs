@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use e2e_support::{CLUSTER, Env, eventually, policy_spec};
 use kerf_sim::api::outage::OutagePlan;
+use kerf_sim::sim::Sim;
 use kerf_testkit::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
 
 const WORKLOADS: usize = 6;
@@ -136,18 +137,8 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
         "the agent exited during the outage"
     );
 
-    let writes = |from: Instant, to: Instant| -> Vec<Instant> {
-        let audit = sim.audit().snapshot();
-        audit
-            .records
-            .iter()
-            .filter(|r| r.received >= from && r.received <= to)
-            .filter(|r| kerf_agent::apiclient::is_actuating(&r.method, &r.path, Some(&r.query)))
-            .map(|r| r.received)
-            .collect()
-    };
     assert_eq!(
-        writes(started, ended),
+        actuating_writes(sim, started, ended),
         Vec::<Instant>::new(),
         "actuating writes during the outage"
     );
@@ -174,6 +165,32 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
     );
 
     // After the return: ready again, the changes go in, the first within 30 s.
+    changes_go_in_at_the_limit(&env, sim, port, ended).await?;
+    Ok(())
+}
+
+/// When the actuating writes that `sim`'s API server received between `from` and `to`
+/// came.
+fn actuating_writes(sim: &Sim, from: Instant, to: Instant) -> Vec<Instant> {
+    let audit = sim.audit().snapshot();
+    audit
+        .records
+        .iter()
+        .filter(|r| r.received >= from && r.received <= to)
+        .filter(|r| kerf_agent::apiclient::is_actuating(&r.method, &r.path, Some(&r.query)))
+        .map(|r| r.received)
+        .collect()
+}
+
+/// After the outage `ended`: the agent on `port` is ready again and the changes go in, the
+/// first within 30 s, at most one write a second.
+async fn changes_go_in_at_the_limit(
+    env: &Env,
+    sim: &Sim,
+    port: u16,
+    ended: Instant,
+) -> anyhow::Result<()> {
+    // After the return: ready again, the changes go in, the first within 30 s.
     eventually(
         "ready after the outage",
         Duration::from_secs(30),
@@ -190,7 +207,7 @@ async fn an_api_server_outage_holds_every_write_and_the_changes_go_in_at_the_lim
         Some(())
     })
     .await?;
-    let sent = writes(ended, Instant::now());
+    let sent = actuating_writes(sim, ended, Instant::now());
     assert!(
         sent.len() >= WORKLOADS,
         "{} actuating writes after the outage",

@@ -91,6 +91,11 @@ fn start_agent(env: &Env, port: u16, args: &[&str]) -> anyhow::Result<KillOnDrop
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    // KERF_E2E_AGENT_LOG=FILE keeps the agent's log, for a failure to be read.
+    if let Some(path) = std::env::var_os("KERF_E2E_AGENT_LOG") {
+        let log = std::fs::File::create(path)?;
+        cmd.stdout(log.try_clone()?).stderr(log);
+    }
     if std::env::var_os("KERF_E2E_WRITE_GUARD_OFF").is_some() {
         cmd.env(kerf_agent::failpoints::ENV, "write-guard-off=on");
     }
@@ -228,19 +233,7 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     phase_one(&env).await?;
 
     // Phase 2: a restarted agent at one actuating write a second.
-    for (n, pods) in [("inplace", 4), ("roll", 3), ("canary", 3)] {
-        env.deployment(n, pods, "200m", "256Mi").await?;
-    }
-    for (n, pods) in [("inplace", 4), ("roll", 3), ("canary", 3)] {
-        env.wait_ready(n, pods).await?;
-    }
-    env.policy("inplace", policy("inplace", "in-place", json!({})))
-        .await?;
-    env.policy("roll", policy("roll", "rollout", json!({})))
-        .await?;
-    let canary = json!({"canary": {"pods": 1, "duration": "40s"}});
-    env.policy("canary", policy("canary", "in-place", canary))
-        .await?;
+    phase_two_workloads(&env).await?;
     let port = free_port()?;
     let limit = [
         "--max-writes-per-second",
@@ -253,56 +246,11 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     let mut agent = start_agent(&env, port, &limit)?;
     ready(port).await?;
     let names = ["watched", "breach", "db", "inplace", "roll", "canary"];
-    // The canary and the rollout first: the canary's hold (40 s) outlasts the in-place
-    // change and the rollback that follow at one write a second, so all are in flight at
-    // once.
-    env.recommend(
-        ["watched", "breach", "db", "canary", "roll"]
-            .iter()
-            .map(|n| rec(&env, n))
-            .collect::<anyhow::Result<Vec<_>>>()?,
-    );
-    eventually("the canary holds", Duration::from_secs(30), || async {
-        let canary = env.rsr("canary").await.ok()??;
-        let roll = env.rsr("roll").await.ok()??;
-        (change(&canary)["canary"]["stage"] == "Watching" && change(&roll)["id"].is_string())
-            .then_some(())
-    })
-    .await?;
-    let recs = names
-        .iter()
-        .map(|n| rec(&env, n))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    env.recommend(recs);
-    let victim = env.pods("breach").await?[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap_or_default();
-    env.oom_kill(&victim)?;
+    recommend_every_change(&env, &names).await?;
 
     // The outage starts once the rollback is under way, the in-place change is in flight,
     // the canary holds and the rollout has begun.
-    let at_start = eventually("every stage in flight", Duration::from_secs(20), || async {
-        let r = rsrs(&env, &names).await?;
-        let inplace = matches!(
-            change(&r["inplace"])["state"].as_str(),
-            Some("Intent" | "Applying")
-        );
-        let rolling_back = change(&r["breach"])["state"] == "RollingBack";
-        let holding = change(&r["canary"])["canary"]["stage"] == "Watching";
-        // The rollout has its change (its id is compared after the return).
-        let rolling = change(&r["roll"])["id"].is_string();
-        (inplace && rolling_back && holding && rolling).then_some(r)
-    })
-    .await;
-    let at_start = match at_start {
-        Ok(r) => r,
-        Err(e) => {
-            let r = rsrs(&env, &names).await.unwrap_or_default();
-            anyhow::bail!("{e}: {:#?}", stages(&r));
-        }
-    };
+    let at_start = every_stage_in_flight(&env, &names).await?;
     let inplace_cpu = pod_cpu(&env, "inplace").await;
     let outage = sim.context().state.outage.clone();
     let run = tokio::spawn(async move {
@@ -341,8 +289,101 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     // After the return: every change done under the id it had, within 30 s (the OnDelete
     // replacement, one pod at a time with 3 s of settle each, within 60 s).
     ready(port).await?;
+    every_change_done_once(&env, &names, &started).await?;
+    drop(agent);
+    Ok(())
+}
+
+/// Phase 2's workloads: Deployments `inplace`, `roll` and `canary`, Ready, each with its
+/// policy.
+async fn phase_two_workloads(env: &Env) -> anyhow::Result<()> {
+    for (n, pods) in [("inplace", 4), ("roll", 3), ("canary", 3)] {
+        env.deployment(n, pods, "200m", "256Mi").await?;
+    }
+    for (n, pods) in [("inplace", 4), ("roll", 3), ("canary", 3)] {
+        env.wait_ready(n, pods).await?;
+    }
+    env.policy("inplace", policy("inplace", "in-place", json!({})))
+        .await?;
+    env.policy("roll", policy("roll", "rollout", json!({})))
+        .await?;
+    let canary = json!({"canary": {"pods": 1, "duration": "40s"}});
+    env.policy("canary", policy("canary", "in-place", canary))
+        .await?;
+    Ok(())
+}
+
+/// Recommends a change for each of `names`, the canary and the rollout first: the canary's
+/// hold (40 s) outlasts the in-place change and the rollback that follow at one write a
+/// second, so all are in flight at once. Then OOM-kills a pod of `breach`.
+async fn recommend_every_change(env: &Env, names: &[&str]) -> anyhow::Result<()> {
+    env.recommend(
+        ["watched", "breach", "db", "canary", "roll"]
+            .iter()
+            .map(|n| rec(env, n))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    );
+    eventually("the canary holds", Duration::from_secs(30), || async {
+        let canary = env.rsr("canary").await.ok()??;
+        let roll = env.rsr("roll").await.ok()??;
+        (change(&canary)["canary"]["stage"] == "Watching" && change(&roll)["id"].is_string())
+            .then_some(())
+    })
+    .await?;
+    let recs = names
+        .iter()
+        .map(|n| rec(env, n))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    env.recommend(recs);
+    let victim = env.pods("breach").await?[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_default();
+    env.oom_kill(&victim)?;
+    Ok(())
+}
+
+/// Waits until the rollback is under way, the in-place change is in flight, the canary
+/// holds and the rollout has begun; gives the rsrs then.
+async fn every_stage_in_flight(
+    env: &Env,
+    names: &[&str],
+) -> anyhow::Result<BTreeMap<String, Value>> {
+    let at_start = eventually("every stage in flight", Duration::from_secs(20), || async {
+        let r = rsrs(env, names).await?;
+        let inplace = matches!(
+            change(&r["inplace"])["state"].as_str(),
+            Some("Intent" | "Applying")
+        );
+        let rolling_back = change(&r["breach"])["state"] == "RollingBack";
+        let holding = change(&r["canary"])["canary"]["stage"] == "Watching";
+        // The rollout has its change (its id is compared after the return).
+        let rolling = change(&r["roll"])["id"].is_string();
+        (inplace && rolling_back && holding && rolling).then_some(r)
+    })
+    .await;
+    match at_start {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            let r = rsrs(env, names).await.unwrap_or_default();
+            anyhow::bail!("{e}: {:#?}", stages(&r));
+        }
+    }
+}
+
+/// After the return: every change done under the id it had at the outage's start
+/// (`started`), within 30 s (the OnDelete replacement, one pod at a time with 3 s of
+/// settle each, within 60 s), the pods at the recorded values and each event once at the
+/// hub.
+async fn every_change_done_once(
+    env: &Env,
+    names: &[&str],
+    started: &BTreeMap<String, (String, String)>,
+) -> anyhow::Result<()> {
+    let waited = Instant::now();
     let done = eventually("every change done", Duration::from_secs(60), || async {
-        let r = rsrs(&env, &names).await?;
+        let r = rsrs(env, names).await?;
         let state = |n: &str| {
             change(&r[n])["state"]
                 .as_str()
@@ -354,8 +395,16 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
             .all(|n| state(n) == "Applied" && r[*n]["status"]["phase"] == "Applied");
         (applied && state("breach") == "RolledBack").then_some(r)
     })
-    .await?;
-    for (name, (id, stage)) in &started {
+    .await;
+    eprintln!("every change done after the return: {:?}", waited.elapsed());
+    let done = match done {
+        Ok(r) => r,
+        Err(e) => {
+            let r = rsrs(env, names).await.unwrap_or_default();
+            anyhow::bail!("{e}: {:#?}", stages(&r));
+        }
+    };
+    for (name, (id, stage)) in started {
         let now = change(&done[name])["id"].to_string();
         assert_eq!(
             &now, id,
@@ -364,11 +413,11 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     }
     for n in ["watched", "inplace", "canary", "roll", "db"] {
         let want = if n == "roll" || n == "db" { 3 } else { 0 };
-        let cpu = pod_cpu(&env, n).await;
+        let cpu = pod_cpu(env, n).await;
         assert!(cpu.iter().all(|c| c == "150m"), "{n}: {cpu:?}");
         assert!(want == 0 || cpu.len() == want, "{n}: {cpu:?}");
     }
-    let breach = pod_cpu(&env, "breach").await;
+    let breach = pod_cpu(env, "breach").await;
     assert!(
         breach.iter().all(|c| c == "150m"),
         "breach keeps its cpu: {breach:?}"
@@ -376,11 +425,10 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     for p in env.pods("breach").await? {
         assert_eq!(pod_resources(&p)["requests"]["memory"], "256Mi");
     }
-    for n in names {
+    for n in names.iter().copied() {
         let applied = env.hub_events(n, EventType::Applied).len();
         assert_eq!(applied, 1, "{n}: applied events at the hub");
     }
     assert_eq!(env.hub_events("breach", EventType::RolledBack).len(), 1);
-    drop(agent);
     Ok(())
 }

@@ -484,10 +484,9 @@ fn pin_unreached() -> anyhow::Result<()> {
 async fn rbac_grants_exactly_what_the_agent_calls() -> anyhow::Result<()> {
     let perms = rendered_perms()?;
     pin_unreached()?;
-    let mut env = Env::start("rbac").await?;
-    if !env.sim_only("rbac") {
+    let Some(mut env) = Env::start_sim_only("rbac").await? else {
         return Ok(());
-    }
+    };
     set_up(&mut env).await?;
     let client = agent_client(&env).await?;
     scenarios(&mut env, client).await?;

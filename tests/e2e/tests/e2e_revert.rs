@@ -8,7 +8,7 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use e2e_support::{AgentOptions, Env, Web, assert_pod_requests, pod_resources};
+use e2e_support::{AgentOptions, Env, Web, assert_pod_requests, event_cpu_requests, pod_resources};
 use k8s_openapi::api::apps::v1::Deployment;
 use kerf_api::event::EventType;
 use kerf_sim::sim::SimConfig;
@@ -85,46 +85,7 @@ async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyho
     assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);
     assert!(rsr["status"]["watch"].is_null(), "{}", rsr["status"]);
 
-    let rsr = env
-        .wait_rsr("web", "the revert reported", e2e_support::WAIT, |r| {
-            r["status"]["phase"] == "Released" && r["status"]["summary"]["reason"] == "Reverted"
-        })
-        .await?;
-    let health = e2e_support::condition(&rsr, "HealthWatch").cloned();
-    assert!(
-        health.is_none_or(|c| c["reason"] != "Watching"),
-        "{}",
-        rsr["status"]
-    );
-    let reverted = env.wait_hub_event("web", EventType::Released).await?;
-    let reverted: Vec<_> = reverted
-        .into_iter()
-        .filter(|e| e.reason == "Reverted")
-        .collect();
-    assert_eq!(reverted.len(), 1, "{reverted:#?}");
-    let e = &reverted[0];
-    assert_eq!(
-        e.containers[0]
-            .from
-            .requests
-            .cpu
-            .as_ref()
-            .map(|q| q.0.as_str()),
-        Some("150m")
-    );
-    assert_eq!(
-        e.containers[0]
-            .to
-            .requests
-            .cpu
-            .as_ref()
-            .map(|q| q.0.as_str()),
-        Some("200m")
-    );
-    assert_eq!(
-        rsr["status"]["change"]["eventIds"]["released"],
-        e.id.to_string()
-    );
+    the_revert_is_reported_once(&env).await?;
 
     // Back to auto-patch with the annotation still there: nothing changes, and the event
     // is not sent again.
@@ -146,6 +107,35 @@ async fn revert_puts_the_template_values_back_in_place_and_holds_them() -> anyho
     let k8s = env.k8s_events(Some("web"), Some("Reverted")).await?;
     assert_eq!(k8s.len(), 1, "{k8s:#?}");
     env.stop_agent().await;
+    Ok(())
+}
+
+/// The revert reported: Released, reason Reverted, no health watch, and one released
+/// event, Reverted, from 150m to 200m, its id on the rsr.
+async fn the_revert_is_reported_once(env: &Env) -> anyhow::Result<()> {
+    let rsr = env
+        .wait_rsr("web", "the revert reported", e2e_support::WAIT, |r| {
+            r["status"]["phase"] == "Released" && r["status"]["summary"]["reason"] == "Reverted"
+        })
+        .await?;
+    let health = e2e_support::condition(&rsr, "HealthWatch").cloned();
+    assert!(
+        health.is_none_or(|c| c["reason"] != "Watching"),
+        "{}",
+        rsr["status"]
+    );
+    let reverted = env.wait_hub_event("web", EventType::Released).await?;
+    let reverted: Vec<_> = reverted
+        .into_iter()
+        .filter(|e| e.reason == "Reverted")
+        .collect();
+    assert_eq!(reverted.len(), 1, "{reverted:#?}");
+    let e = &reverted[0];
+    assert_eq!(event_cpu_requests(e), (Some("150m"), Some("200m")));
+    assert_eq!(
+        rsr["status"]["change"]["eventIds"]["released"],
+        e.id.to_string()
+    );
     Ok(())
 }
 

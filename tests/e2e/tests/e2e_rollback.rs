@@ -14,14 +14,7 @@ use serde_json::{Value, json};
 /// A policy selecting `ns` in auto-patch, in-place, with a 1s learning period, a long
 /// cooldown (nothing new goes in after the rollback) and a 60s watch.
 fn policy(ns: &str) -> Value {
-    json!({
-        "priority": 10,
-        "selector": {"namespaces": [ns]},
-        "mode": "auto-patch",
-        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "10m",
-            "rollback": {"watchDuration": "60s"}},
-        "apply": {"strategy": "in-place", "fallbackAfter": "5s", "minWindowRemaining": "1s"},
-    })
+    e2e_support::watched_policy_spec(ns, "in-place", "10m", json!({"watchDuration": "60s"}))
 }
 
 /// Starts the agent on `web` (2 pods at 200m/256Mi, recommended 150m/200Mi) and waits
@@ -51,24 +44,14 @@ async fn applied_and_watching(env: &mut Env) -> anyhow::Result<Vec<String>> {
 // rule: RB-01, RB-29
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_of_automation_does_not_block_a_rollback() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-rollback-pause").await?;
-    if !env.sim_only("e2e-rollback-pause") {
+    let Some(mut env) = Env::start_sim_only("e2e-rollback-pause").await? else {
         return Ok(());
-    }
+    };
     let pods = applied_and_watching(&mut env).await?;
 
     // Automation paused for the whole cluster; the agent has taken the pause in.
     env.hub.pause(CLUSTER, Some(PauseScope::Cluster));
-    env.deployment("api", 1, "200m", "256Mi").await?;
-    env.wait_ready("api", 1).await?;
-    env.recommend(vec![
-        env.recommendation("web", "150m", "200Mi", "0.9")?,
-        env.recommendation("api", "150m", "200Mi", "0.9")?,
-    ]);
-    env.wait_rsr("api", "Blocked Paused", WAIT, |r| {
-        condition(r, "Blocked").is_some_and(|c| c["reason"] == "Paused")
-    })
-    .await?;
+    env.api_blocked("Paused").await?;
 
     env.oom_kill(&pods[0])?;
     let rsr = env

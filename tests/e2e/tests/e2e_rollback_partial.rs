@@ -9,8 +9,8 @@ mod e2e_support;
 use std::time::Duration;
 
 use e2e_support::{
-    AgentOptions, Env, WAIT, assert_pod_requests, assert_template_requests, manager,
-    template_resources,
+    AgentOptions, Env, WAIT, assert_pod_requests, assert_template_requests, event_cpu_requests,
+    manager, template_resources,
 };
 use kerf_api::Resource;
 use kerf_api::event::EventType;
@@ -18,14 +18,7 @@ use serde_json::{Value, json};
 
 /// auto-patch with `strategy`, a 2s cooldown and a 30s watch.
 fn policy(ns: &str, strategy: &str) -> Value {
-    json!({
-        "priority": 10,
-        "selector": {"namespaces": [ns]},
-        "mode": "auto-patch",
-        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "2s",
-            "rollback": {"watchDuration": "30s"}},
-        "apply": {"strategy": strategy, "fallbackAfter": "5s", "minWindowRemaining": "1s"},
-    })
+    e2e_support::watched_policy_spec(ns, strategy, "2s", json!({"watchDuration": "30s"}))
 }
 
 /// OOM-kills container `app` of the first pod of `web`.
@@ -121,14 +114,7 @@ async fn new_cpu_goes_in(env: &Env, from_cpu: &str) -> anyhow::Result<()> {
     assert_eq!(second.resources, vec![Resource::Cpu], "{second:#?}");
     assert_eq!(second.containers.len(), 1);
     let c = &second.containers[0];
-    assert_eq!(
-        c.from.requests.cpu.as_ref().map(|q| q.0.as_str()),
-        Some(from_cpu)
-    );
-    assert_eq!(
-        c.to.requests.cpu.as_ref().map(|q| q.0.as_str()),
-        Some("120m")
-    );
+    assert_eq!(event_cpu_requests(&second), (Some(from_cpu), Some("120m")));
     assert!(
         c.to.requests.memory.is_none(),
         "memory applied again: {c:?}"
@@ -141,10 +127,9 @@ async fn new_cpu_goes_in(env: &Env, from_cpu: &str) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_rollout_rollback_of_memory_cpu_keeps_its_value_and_is_not_reapplied()
 -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-partial-rollout").await?;
-    if !env.sim_only("e2e-partial-rollout") {
+    let Some(mut env) = Env::start_sim_only("e2e-partial-rollout").await? else {
         return Ok(());
-    }
+    };
     partially_rolled_back(&mut env, "rollout").await?;
     // The template: memory restored, cpu keeps the change's value (RB-35), still kerf's.
     let d = env.deployment_json("web").await?;
@@ -175,10 +160,9 @@ async fn after_a_rollout_rollback_of_memory_cpu_keeps_its_value_and_is_not_reapp
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_in_place_rollback_of_memory_cpu_is_not_reapplied_with_the_same_value()
 -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-partial-inplace").await?;
-    if !env.sim_only("e2e-partial-inplace") {
+    let Some(mut env) = Env::start_sim_only("e2e-partial-inplace").await? else {
         return Ok(());
-    }
+    };
     let rsr = partially_rolled_back(&mut env, "in-place").await?;
     assert!(rsr["status"]["live"].is_null(), "{}", rsr["status"]);
     // The running pods keep the cpu of the change; memory is resized back.

@@ -40,14 +40,10 @@ fn assert_row(text: &str, name: &str, want: [&str; 4]) {
 
 /// auto-patch in place, a long cooldown (nothing new after a change) and a 60s watch.
 fn policy(ns: &str) -> Value {
-    json!({
-        "priority": 10,
-        "selector": {"namespaces": [ns]},
-        "mode": "auto-patch",
-        "guardrails": {"learningPeriod": "1s", "minConfidence": "0.5", "cooldown": "1h",
-            "rollback": {"watchDuration": "60s"}},
-        "apply": {"strategy": "in-place", "fallbackAfter": "30s"},
-    })
+    let rollback = json!({"watchDuration": "60s"});
+    let mut spec = e2e_support::watched_policy_spec(ns, "in-place", "1h", rollback);
+    spec["apply"]["fallbackAfter"] = json!("30s");
+    spec
 }
 
 async fn annotate(env: &Env, name: &str, key: &str, value: &str) -> anyhow::Result<()> {

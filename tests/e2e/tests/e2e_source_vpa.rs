@@ -99,10 +99,9 @@ fn policy(ns: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_off_mode_vpa_recommends_and_the_change_goes_in_place_without_a_hub()
 -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-source-vpa").await?;
-    if !env.sim_only("e2e_source_vpa") {
+    let Some(mut env) = Env::start_sim_only("e2e-source-vpa").await? else {
         return Ok(());
-    }
+    };
     apply_vpa_crd(&env).await?;
     env.web(2).await?;
     env.policy("vpa", policy(&env.ns)).await?;
@@ -153,10 +152,9 @@ async fn an_off_mode_vpa_recommends_and_the_change_goes_in_place_without_a_hub()
 // sim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_auto_mode_vpa_holds_its_workload_vpa_active() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-source-vpa-auto").await?;
-    if !env.sim_only("e2e_source_vpa") {
+    let Some(mut env) = Env::start_sim_only("e2e-source-vpa-auto").await? else {
         return Ok(());
-    }
+    };
     apply_vpa_crd(&env).await?;
     env.web(1).await?;
     env.policy("vpa-auto", policy(&env.ns)).await?;
@@ -194,10 +192,9 @@ async fn an_auto_mode_vpa_holds_its_workload_vpa_active() -> anyhow::Result<()> 
 // sim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_approve_annotation_lets_an_audit_recommendation_in_once() -> anyhow::Result<()> {
-    let mut env = Env::start("e2e-source-vpa-approve").await?;
-    if !env.sim_only("e2e_source_vpa") {
+    let Some(mut env) = Env::start_sim_only("e2e-source-vpa-approve").await? else {
         return Ok(());
-    }
+    };
     apply_vpa_crd(&env).await?;
     env.web(1).await?;
     let mut spec = policy(&env.ns);

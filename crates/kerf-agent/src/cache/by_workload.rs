@@ -92,6 +92,23 @@ impl<T: WorkloadItem> ByWorkload<T> {
         }
     }
 
+    /// Replaces the items of `namespace` (after a relist of that namespace alone); the
+    /// items of other namespaces stay.
+    pub fn replace_in(&mut self, namespace: &str, items: Vec<T>, changes: &mut ChangeSet) {
+        let old: Vec<_> = self
+            .items
+            .keys()
+            .filter(|(ns, _)| **ns == *namespace)
+            .cloned()
+            .collect();
+        for (ns, name) in old {
+            self.remove(&ns, &name, changes);
+        }
+        for item in items {
+            self.upsert(item, changes);
+        }
+    }
+
     /// The items that point at `key`, by name.
     pub fn for_workload(&self, key: &WorkloadKey) -> Vec<Arc<T>> {
         self.by_workload

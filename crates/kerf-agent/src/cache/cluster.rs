@@ -263,6 +263,17 @@ impl PdbIndex {
         }
     }
 
+    /// Replaces the PDBs of `namespace` (after a relist of that namespace alone); the PDBs
+    /// of other namespaces stay.
+    pub fn replace_in(&mut self, namespace: &str, items: Vec<PdbInfo>, changes: &mut ChangeSet) {
+        if let Some((ns, _)) = self.by_namespace.remove_entry(namespace) {
+            changes.insert(Change::Namespace(ns));
+        }
+        for p in items {
+            self.upsert(p, changes);
+        }
+    }
+
     /// The PDBs of a namespace, by name.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<PdbInfo>> {
         self.by_namespace

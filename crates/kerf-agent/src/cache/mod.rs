@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod kerf;
 pub mod metrics;
 pub mod pods;
+mod relist;
 mod sinks;
 pub mod types;
 pub mod wire;
@@ -122,14 +123,23 @@ impl CacheSet {
         }
     }
 
-    /// Starts one watch per kind of [`WATCHES`] on `client`; each runs until the runtime
-    /// stops and resumes by itself after errors.
+    /// Starts the watches of [`WATCHES`] on `client`; each runs until the runtime stops
+    /// and resumes by itself after errors. With `namespaces` empty each kind has one watch
+    /// over the cluster. Otherwise the namespaced kinds (pods, ReplicaSets, workloads,
+    /// HPAs, PDBs, rsrs) have one watch per namespace listed, and none in other
+    /// namespaces; nodes, namespaces and RightsizingPolicies are cluster-scoped and still
+    /// watched over the cluster. A kind counts as synced once every one of its watches
+    /// has listed. The scope's selectors narrow no watch: a workload that loses the
+    /// workload selector's label must stay cached to be wound down, pods and ReplicaSets
+    /// do not carry their workload's labels, and a namespace may match the namespace
+    /// selector after any relabelling.
     pub fn start(
         &self,
         client: kube::Client,
         metrics: metrics::CacheMetrics,
+        namespaces: &[String],
     ) -> tokio::task::JoinSet<()> {
-        sinks::start_all(self, client, metrics)
+        sinks::start_all(self, client, metrics, namespaces)
     }
 
     /// Subscribes to change notifications.

@@ -263,6 +263,20 @@ impl PodInfo {
             .collect()
     }
 
+    /// The requests and limits of each container's spec, by container name.
+    pub fn spec_resources(&self) -> Vec<(String, ResourceRequirements)> {
+        self.containers
+            .iter()
+            .map(|c| {
+                let r = ResourceRequirements {
+                    requests: c.requests.clone(),
+                    limits: c.limits.clone(),
+                };
+                (c.name.to_string(), r)
+            })
+            .collect()
+    }
+
     /// Converts the wire form.
     pub fn from_wire(w: PodWire, interner: &mut Interner) -> PodInfo {
         let m = w.metadata;
@@ -470,8 +484,29 @@ impl PodIndex {
     /// Replaces every pod (after a relist); only the workloads of pods that came, went or
     /// changed are notified.
     pub fn replace(&mut self, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
-        let mut old = std::mem::take(&mut self.pods);
+        let old = std::mem::take(&mut self.pods);
         self.by_owner.clear();
+        self.refill(old, pods, changes);
+    }
+
+    /// Replaces the pods of `namespace` (after a relist of that namespace alone); the pods
+    /// of other namespaces stay. Only the workloads of pods that came, went or changed are
+    /// notified.
+    pub fn replace_in(&mut self, namespace: &str, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
+        let mut old = ByName::default();
+        self.pods.table.retain(|p| {
+            let inside = *p.namespace == *namespace;
+            if inside {
+                old.insert(p.clone());
+            }
+            !inside
+        });
+        self.by_owner.retain(|(ns, _, _), _| **ns != *namespace);
+        self.refill(old, pods, changes);
+    }
+
+    /// Stores `pods` in place of `old`, which the index no longer holds.
+    fn refill(&mut self, mut old: ByName, pods: Vec<PodInfo>, changes: &mut ChangeSet) {
         for p in pods {
             match old.remove(&p.namespace, &p.name) {
                 Some(before) if same_but_version(&before, &p) => {}

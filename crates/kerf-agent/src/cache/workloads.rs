@@ -300,6 +300,29 @@ impl WorkloadIndex {
         }
     }
 
+    /// Replaces the workloads of `kind` in `namespace` (after a relist of that kind in that
+    /// namespace alone); the workloads of other namespaces and kinds stay.
+    pub fn replace_kind_in(
+        &mut self,
+        kind: WorkloadKind,
+        namespace: &str,
+        items: Vec<WorkloadInfo>,
+        changes: &mut ChangeSet,
+    ) {
+        let old: Vec<WorkloadKey> = self
+            .items
+            .keys()
+            .filter(|k| k.kind == kind && *k.namespace == *namespace)
+            .cloned()
+            .collect();
+        for k in old {
+            self.remove(&k, changes);
+        }
+        for w in items {
+            self.upsert(w, changes);
+        }
+    }
+
     /// One workload.
     pub fn get(&self, key: &WorkloadKey) -> Option<Arc<WorkloadInfo>> {
         self.items.get(key).cloned()
@@ -426,6 +449,28 @@ impl ReplicaSetIndex {
     /// Replaces every ReplicaSet (after a relist).
     pub fn replace(&mut self, items: Vec<ReplicaSetInfo>, changes: &mut ChangeSet) {
         let old: Vec<_> = self.items.keys().cloned().collect();
+        for (ns, name) in old {
+            self.remove(&ns, &name, changes);
+        }
+        for rs in items {
+            self.upsert(rs, changes);
+        }
+    }
+
+    /// Replaces the ReplicaSets of `namespace` (after a relist of that namespace alone);
+    /// the ReplicaSets of other namespaces stay.
+    pub fn replace_in(
+        &mut self,
+        namespace: &str,
+        items: Vec<ReplicaSetInfo>,
+        changes: &mut ChangeSet,
+    ) {
+        let old: Vec<_> = self
+            .items
+            .keys()
+            .filter(|(ns, _)| **ns == *namespace)
+            .cloned()
+            .collect();
         for (ns, name) in old {
             self.remove(&ns, &name, changes);
         }

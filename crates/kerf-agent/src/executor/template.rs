@@ -2,7 +2,7 @@
 //! hand-over: which containers a template has, the values of a change restricted to some
 //! resources, and the body that names only those fields (rules AP-19, AP-20).
 
-use kerf_api::{Quantity, Resource, ResourceRequirements};
+use kerf_api::{Quantity, Resource};
 use serde_json::{Value, json};
 
 use super::resize::resources_json;
@@ -48,15 +48,7 @@ pub struct ApplyPlan {
     pub dropped: Vec<String>,
 }
 
-/// The values of `r` restricted to `resources`.
-pub fn only(r: &ResourceRequirements, resources: &[Resource]) -> ResourceRequirements {
-    let mut out = ResourceRequirements::default();
-    for &res in resources {
-        out.requests.set(res, r.requests.get(res).cloned());
-        out.limits.set(res, r.limits.get(res).cloned());
-    }
-    out
-}
+pub use kerf_decide::values::only;
 
 /// The apply body of a change: only the CPU and memory values of `resources`, for the
 /// containers of the change that the template has (rules AP-19, AP-20).

@@ -13,9 +13,6 @@ use kube::Api;
 use crate::cli::DecisionArgs;
 use crate::settings::{EnvLookup, Settings, cluster_defaults_from_text, freeze_windows_from_text};
 
-/// The ConfigMap `explain` reads without `--from-agent=<namespace>/<name>`: the chart's
-/// release `kerf-agent` in `kerf-system`.
-pub const DEFAULT_AGENT_CONFIG: &str = "kerf-system/kerf-agent-config";
 /// The ConfigMap key holding the clusterDefaults file.
 pub const CLUSTER_DEFAULTS_KEY: &str = "cluster-defaults.yaml";
 /// The ConfigMap key holding the cluster-wide freeze windows file.

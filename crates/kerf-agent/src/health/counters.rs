@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kerf_api::rsr::{Baseline, ChangeRecord};
-use kerf_api::{Resource, Strategy, WorkloadKind};
+use kerf_api::{Resource, WorkloadKind};
 use kerf_decide::health::{ContainerCounters, LastTermination, PodCounters, WatchBaselines};
 
 use crate::cache::{PodContainer, PodInfo, WorkloadInfo};
@@ -80,7 +80,7 @@ impl OomTracker {
 /// Whether the change's in-place resize restarts container `c` (a changed resource whose
 /// `resizePolicy` is `RestartContainer`, design D24).
 fn restarts_on_resize(change: &ChangeRecord, c: &PodContainer) -> bool {
-    if change.strategy != Strategy::InPlace {
+    if !change.strategy.resizes_pods() {
         return false;
     }
     let Some(cc) = change.containers.iter().find(|x| *x.name == *c.name) else {

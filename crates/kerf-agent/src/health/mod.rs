@@ -7,10 +7,11 @@
 //!   on every call (the reconciler calls it on every pod update, so a breach is acted on at
 //!   the update that shows it, RB-11), samples throttling through PromQL or the cAdvisor
 //!   fallback, and returns a [`HealthStep`].
-//! - [`Watcher::rollback`] rolls a breached change back: it marks the rsr `RolledBack`
-//!   first, then restores the breached resources with the strategy that applied them,
-//!   retrying with backoff; a change left in state `RollingBack` by a restart is resumed
-//!   from status alone ([`Watcher::resume`]). See [`rollback`].
+//! - A breached change is rolled back by `reconcile::rollback_step`: the rsr marked
+//!   `RolledBack` first, then the breached resources restored with the strategy that
+//!   applied them, retrying with backoff; a change left in state `RollingBack` by a restart
+//!   is resumed from status alone. [`rollback`] holds its parts without I/O and the
+//!   watcher keeps the memory of failed restores.
 
 pub mod counters;
 pub mod rollback;
@@ -20,8 +21,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Duration, Utc};
+use kerf_api::Resource;
 use kerf_api::rsr::{ChangeState, RightsizingRecommendationStatus};
-use kerf_api::{Resource, Strategy};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::health::{
     Breach, Counts, DEFAULT_BASELINE_CAP, HealthVerdict, Thresholds, ThrottlingSample,
@@ -32,7 +33,7 @@ use crate::cache::PodInfo;
 use crate::settings::HealthSettings;
 
 pub use counters::{OomTracker, rollout_complete};
-pub use rollback::{RollbackCtx, RollbackOutcome, RsrWriter, StatusWriter};
+pub use rollback::{RollbackCtx, RollbackOutcome, StatusWriter};
 pub use throttling::{FirstScrape, ThrottlingSource, ThrottlingTarget};
 
 /// How often throttling is sampled again while a watch of a CPU change runs (OOM kills and
@@ -100,7 +101,7 @@ pub enum HealthStep {
     },
     /// `watchDuration` passed without a breach (RB-19).
     Healthy,
-    /// A threshold was reached: call [`Watcher::rollback`].
+    /// A threshold was reached: roll it back (`reconcile::rollback_step`).
     Breach(Box<Breach>),
 }
 
@@ -192,7 +193,7 @@ impl Watcher {
         let Some(watch) = status.watch.as_mut() else {
             return HealthStep::Idle;
         };
-        if watch.end.is_none() && change.strategy != Strategy::InPlace && input.rollout_complete {
+        if watch.end.is_none() && !change.strategy.resizes_pods() && input.rollout_complete {
             watch.end = Some(input.now + input.watch_duration);
         }
         self.watch_step(client, watch, &change, input).await

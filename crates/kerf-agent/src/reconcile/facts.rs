@@ -13,8 +13,8 @@ use kerf_api::{Resource, ResourceValues, RightsizingPolicy};
 use kerf_decide::effective::{EffectivePolicy, PerResource, PolicyInputs, effective_policy};
 use kerf_decide::facts::{
     AgentSettings, ClusterFreeze, ContainerFacts, ContainerRole, Facts, HubFacts, NodeFacts,
-    PodContainerFacts, PodFacts, PodPhase, ResizePolicy, RsrState, Values, WatchFacts,
-    WorkloadFacts,
+    PodContainerFacts, PodFacts, PodPhase, ResizeCondition, ResizePolicy, RsrState, Values,
+    WatchFacts, WorkloadFacts,
 };
 use kerf_decide::hpa::{HpaInput, HpaMetric};
 use kerf_decide::quantity;
@@ -145,7 +145,11 @@ pub fn live_pods(pods: &[std::sync::Arc<PodInfo>]) -> Vec<std::sync::Arc<PodInfo
         .collect()
 }
 
-fn pod_facts(p: &PodInfo) -> PodFacts {
+/// A cached pod as every decision reads it: `decide()`, the in-place state machine, its
+/// canary and the OnDelete replacement plan. This is the one conversion from the cache's
+/// record. Every pod counts as of the workload's current revision, and none carries a
+/// recorded resize completion (the rsr status records none per pod).
+pub fn pod_facts(p: &PodInfo) -> PodFacts {
     PodFacts {
         name: p.name.clone(),
         uid: p.uid.clone(),
@@ -158,23 +162,57 @@ fn pod_facts(p: &PodInfo) -> PodFacts {
             cache::PodPhase::Unknown => PodPhase::Unknown,
         },
         ready: p.ready,
-        containers: p
+        ready_since: p.ready_since,
+        containers: current_containers(p),
+        spec_resources: p.spec_resources(),
+        status_resources: p
             .containers
             .iter()
-            .map(|c| {
-                let actual = c.status_resources();
-                let (req, lim) = match &actual {
-                    Some(s) => (&s.requests, &s.limits),
-                    None => (&c.requests, &c.limits),
-                };
-                PodContainerFacts {
-                    name: c.name.to_string(),
-                    requests: values(req),
-                    limits: values(lim),
-                }
-            })
+            .filter_map(|c| Some((c.name.to_string(), c.status_resources()?.into_owned())))
             .collect(),
+        resize_conditions: resize_conditions(p),
+        terminating: p.deletion_timestamp.is_some(),
+        current_revision: true,
+        revision_hash: p.revision_hash.as_deref().map(str::to_owned),
+        completed_at: None,
     }
+}
+
+/// The current values of each container: the status's, else the spec's.
+fn current_containers(p: &PodInfo) -> Vec<PodContainerFacts> {
+    p.containers
+        .iter()
+        .map(|c| {
+            let actual = c.status_resources();
+            let (req, lim) = match &actual {
+                Some(s) => (&s.requests, &s.limits),
+                None => (&c.requests, &c.limits),
+            };
+            PodContainerFacts {
+                name: c.name.to_string(),
+                requests: values(req),
+                limits: values(lim),
+            }
+        })
+        .collect()
+}
+
+/// The pod's resize conditions that are True: `PodResizePending`, then
+/// `PodResizeInProgress`.
+fn resize_conditions(p: &PodInfo) -> Vec<ResizeCondition> {
+    let cond = |type_: &str, c: &cache::pods::ResizeCondition| ResizeCondition {
+        type_: type_.to_owned(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        since: c.since,
+    };
+    let pending = p.resize_pending.as_deref();
+    let in_progress = p.resize_in_progress.as_deref();
+    pending
+        .map(|c| cond(wk::POD_CONDITION_RESIZE_PENDING, c))
+        .into_iter()
+        .chain(in_progress.map(|c| cond(wk::POD_CONDITION_RESIZE_IN_PROGRESS, c)))
+        .collect()
 }
 
 fn hpa_input(h: &HpaInfo) -> HpaInput {
@@ -363,15 +401,26 @@ pub fn annotation_approval(w: &WorkloadInfo, recommendation_id: &str) -> Option<
     })
 }
 
-/// The facts of one workload and its rsr at `now`.
+/// What a pass read of a workload's pods and HPAs from the caches, once.
+#[derive(Clone, Copy, Debug)]
+pub struct Objects<'a> {
+    /// Its running pods ([`live_pods`]).
+    pub pods: &'a [std::sync::Arc<PodInfo>],
+    /// The HPAs scaling it.
+    pub hpas: &'a [std::sync::Arc<HpaInfo>],
+}
+
+/// The facts of one workload, its running pods and HPAs as `objects` holds them, and its
+/// rsr at `now`.
 pub fn gather(
     src: Sources<'_>,
     w: &WorkloadInfo,
+    objects: Objects<'_>,
     spec: &RightsizingRecommendationSpec,
     status: &RightsizingRecommendationStatus,
     now: DateTime<Utc>,
 ) -> Facts {
-    let pods = live_pods(&src.cache.pods_of(&w.key));
+    let pods = objects.pods;
     let mut node_names: Vec<String> = pods
         .iter()
         .filter_map(|p| p.node_name.as_deref().map(str::to_owned))
@@ -407,7 +456,7 @@ pub fn gather(
         workload: workload_facts(w, src.cache),
         pods: pods.iter().map(|p| pod_facts(p)).collect(),
         nodes,
-        hpa: src.cache.hpas_for(&w.key).first().map(|h| hpa_input(h)),
+        hpa: objects.hpas.first().map(|h| hpa_input(h)),
         recommendation: spec.clone(),
         hub: HubFacts {
             last_success,

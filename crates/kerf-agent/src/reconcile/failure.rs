@@ -82,7 +82,7 @@ pub fn record(
     let change = s.change.as_mut()?;
     intent::allocate(&mut change.event_ids.failed);
     let change = change.clone();
-    let message = crate::event_text::failed(&change, what, &e.to_string());
+    let message = kerf_decide::status::text::failed(&change, what, &e.to_string());
     let event = intent::failed_event(&change, workload, reason, &message, now);
     intent::add_pending(s, &event);
     Some(event)

@@ -3,12 +3,36 @@
 //! [`kerf_decide::pass::fresh`]; the rsr's own writes are the [`super::memory::WriteLedger`]).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use kerf_decide::pass::fresh::{OwnWrite, holds_back};
 
-use crate::cache::{CacheSet, WorkloadKey};
+use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
+use crate::context::Context;
+
+/// The objects of one workload as the caches show them when its pass starts: read once,
+/// then checked for the agent's own writes ([`ObjectWrites::holds_back`])
+/// and made into the pass.
+pub struct Snapshot {
+    /// The workload, if the cache has it.
+    pub workload: Option<Arc<WorkloadInfo>>,
+    /// All its pods, terminating ones included.
+    pub all_pods: Vec<Arc<PodInfo>>,
+    /// The HPAs scaling it.
+    pub hpas: Vec<Arc<HpaInfo>>,
+}
+
+impl Snapshot {
+    /// Reads `key`'s workload, pods and HPAs from the caches.
+    pub fn read(ctx: &Context, key: &WorkloadKey) -> Snapshot {
+        Snapshot {
+            workload: ctx.cache.workload(key),
+            all_pods: ctx.cache.pods_of(key),
+            hpas: ctx.cache.hpas_for(key),
+        }
+    }
+}
 
 /// An object of a workload the reconciler wrote.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -105,15 +129,18 @@ impl ObjectWrites {
             .max()
     }
 
-    /// Whether the caches still lack a write to `key`'s objects that holds its passes back
-    /// at `now`; writes they show (or that expired) are forgotten.
-    pub fn holds_back(&mut self, key: &WorkloadKey, cache: &CacheSet, now: DateTime<Utc>) -> bool {
+    /// Whether `seen`, the caches as the pass read them, still lacks a write to `key`'s
+    /// objects that holds its passes back at `now`; writes it shows (or that expired) are
+    /// forgotten.
+    pub fn holds_back(&mut self, key: &WorkloadKey, seen: &Snapshot, now: DateTime<Utc>) -> bool {
         let Some(list) = self.by_key.get_mut(key) else {
             return false;
         };
-        let pods = cache.pods_of(key);
-        let hpas = cache.hpas_for(key);
-        let workload = cache.workload(key);
+        let Snapshot {
+            workload,
+            all_pods: pods,
+            hpas,
+        } = seen;
         list.retain(|(object, write)| {
             let cached = match object {
                 Written::Workload => workload.as_ref().map(|w| w.resource_version.as_str()),

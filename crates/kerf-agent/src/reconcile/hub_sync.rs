@@ -17,6 +17,7 @@ use crate::cache::{CacheSet, WorkloadInfo};
 use crate::context::Context;
 use crate::hub::persist::{self, Persisted};
 use crate::hub::{HubClient, HubState};
+use crate::scope::{Verdict, in_cache};
 use crate::settings::Settings;
 
 /// An unchanged inventory is put again after this many polls, so a hub that lost it gets
@@ -161,14 +162,16 @@ fn inventory_digest(inv: &Inventory) -> Option<InventoryDigest> {
     Some(Sha256::digest(&json).into())
 }
 
-/// The inventory of every workload in the caches, sorted by namespace, kind and name:
-/// the pod template's current values, the effective mode and strategy, and the effective
-/// recommender settings (an unset field is left to the hub's default).
+/// The inventory of every workload of the agent's scope in the caches, sorted by
+/// namespace, kind and name: the pod template's current values, the effective mode and
+/// strategy, and the effective recommender settings (an unset field is left to the hub's
+/// default).
 pub fn inventory(cache: &CacheSet, hub: &HubState, settings: &Settings) -> Inventory {
     let policies = super::facts::policies(cache);
     let mut workloads: Vec<InventoryWorkload> = cache
         .workloads()
         .iter()
+        .filter(|w| in_cache(&settings.scope, cache, &w.key) == Verdict::In)
         .map(|w| {
             let p = super::facts::policy_for(w, cache, &policies, hub, settings);
             inventory_workload(w, &p)
@@ -217,5 +220,48 @@ pub fn recommendation_settings(p: &EffectivePolicy) -> RecommendationSettings {
         memory_percentile: rec.memory_percentile.as_ref().map(|v| v.value),
         headroom_percent: rec.headroom_percent.as_ref().map(|v| v.value),
         limits: rec.limits.as_ref().map(|v| v.value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cache::Interner;
+    use crate::cache::workloads::DeploymentWire;
+    use crate::cli::{Cli, Command};
+
+    fn settings(flags: &[&str]) -> Settings {
+        let mut argv = vec!["kerf-agent", "run", "--cluster-name", "c"];
+        argv.extend_from_slice(&["--namespace", "kerf", "--leader-identity", "t"]);
+        argv.extend_from_slice(flags);
+        let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not run");
+        };
+        Settings::from_args(&args, &|_| None).unwrap()
+    }
+
+    #[test]
+    fn the_inventory_holds_the_workloads_of_the_scope_only() {
+        let cache = CacheSet::new();
+        for ns in ["a", "b"] {
+            let wire: DeploymentWire = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": ns, "uid": ns},
+                "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+            }))
+            .unwrap();
+            cache.apply_workload(wire.into_info(&mut Interner::default()));
+        }
+        let hub = HubState::default();
+        let namespaces = |inv: Inventory| -> Vec<String> {
+            inv.workloads.into_iter().map(|w| w.namespace).collect()
+        };
+        assert_eq!(
+            namespaces(inventory(&cache, &hub, &settings(&[]))),
+            ["a", "b"]
+        );
+        let scoped = settings(&["--scope-namespaces", "a"]);
+        assert_eq!(namespaces(inventory(&cache, &hub, &scoped)), ["a"]);
     }
 }

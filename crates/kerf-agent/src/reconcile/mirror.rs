@@ -30,6 +30,13 @@ pub(super) struct Mirrored {
     took: Duration,
 }
 
+impl Mirrored {
+    /// Takes the recommendations the mirroring found outside the agent's scope.
+    pub(super) fn take_out_of_scope(&mut self) -> Vec<crate::rsr_sync::OutOfScope> {
+        std::mem::take(&mut self.report.out_of_scope)
+    }
+}
+
 /// The mirroring that runs, the workloads it handled so far and those that wait for it.
 #[derive(Default)]
 pub(super) struct Mirror {
@@ -83,6 +90,7 @@ impl Mirror {
         let concurrency = usize::try_from(ctx.settings.reconcile.concurrency).unwrap_or(1);
         let now = ctx.clock.now();
         let source = hub.source;
+        let settings = ctx.settings.clone();
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let list = hub.last_good_recommendations.as_ref().map(|l| &l.value);
@@ -94,7 +102,11 @@ impl Mirror {
             let Some(list) = list else {
                 return Mirrored::default();
             };
-            let origin = crate::rsr_sync::Origin { approvals, source };
+            let origin = crate::rsr_sync::Origin {
+                approvals,
+                source,
+                scope: &settings.scope,
+            };
             let handled = |keys| {
                 let _ = tx.send(keys);
             };

@@ -8,6 +8,7 @@
 //! workload. Every actuating write checks the lease locally first (design D25).
 
 pub mod act;
+mod applied;
 mod dispatch;
 pub mod facts;
 pub mod failure;
@@ -15,17 +16,21 @@ pub mod fresh;
 mod healthwatch;
 pub mod hpa_step;
 pub mod hub_sync;
+mod interpret;
 mod key;
 pub mod memory;
 mod mirror;
 pub mod ondelete_step;
+pub mod out_of_scope;
 pub mod pass;
 pub mod policies;
 mod record;
 pub mod release_step;
 pub mod report;
+pub mod rollback_step;
 mod sink;
 pub mod step;
+pub mod trace;
 mod writer;
 
 use std::collections::BTreeSet;
@@ -159,6 +164,8 @@ pub struct Reconciler {
     mirror: mirror::Mirror,
     /// Delivery reports waiting for passes to end.
     held: Vec<dispatch::HeldReport>,
+    /// The recommendations outside the scope reported this term.
+    out_of_scope: out_of_scope::Reported,
 }
 
 impl Reconciler {
@@ -187,6 +194,7 @@ impl Reconciler {
             first_poll: None,
             mirror: mirror::Mirror::default(),
             held: Vec::new(),
+            out_of_scope: out_of_scope::Reported::default(),
         }
     }
 
@@ -251,17 +259,34 @@ impl Reconciler {
         self.mirror.start(&self.ctx, &self.hub_now, waiting)
     }
 
-    /// The running mirroring ended: the workloads that waited for it, or, when another
+    /// The running mirroring ended: the recommendations it found outside the scope are
+    /// reported (once each), then the workloads that waited for it go, or, when another
     /// mirroring was asked for meanwhile, that one starts and they wait for it.
     fn mirror_ended(
         &mut self,
         queue: &mut dispatch::Queue<WorkloadKey>,
-        ended: Result<mirror::Mirrored, tokio::task::JoinError>,
+        mut ended: Result<mirror::Mirrored, tokio::task::JoinError>,
     ) -> BTreeSet<WorkloadKey> {
+        if let Ok(m) = &mut ended {
+            self.report_out_of_scope(m.take_out_of_scope());
+        }
         if self.mirror.finish(ended, self.ctx.api_health.is_up()) {
             return self.start_mirror(queue);
         }
         self.mirror.release()
+    }
+
+    /// Sends a `skipped` `OutOfScope` event to the hub for each recommendation `found`
+    /// outside the scope that was not reported yet ([`out_of_scope`]).
+    fn report_out_of_scope(&mut self, found: Vec<crate::rsr_sync::OutOfScope>) {
+        let now = self.ctx.clock.now();
+        for event in self.out_of_scope.take_new(found, now) {
+            let w = &event.workload;
+            tracing::info!(workload = %format!("{}/{}/{}", w.namespace, w.kind, w.name), recommendation = event.recommendation_id.as_deref().unwrap_or_default(), "{}", event.message.as_deref().unwrap_or_default());
+            if let Err(e) = self.recorder.outbox.enqueue(event) {
+                tracing::error!(error = %e, category = e.category(), "event not queued");
+            }
+        }
     }
 
     /// Runs until shutdown or until this replica stops leading. The passes run from a
@@ -402,7 +427,8 @@ impl Reconciler {
             return;
         }
         let now = self.ctx.clock.now();
-        let errors = policies::sync(&self.ctx.client, &self.ctx.cache, now).await;
+        let scope = &self.ctx.settings.scope;
+        let errors = policies::sync(&self.ctx.client, &self.ctx.cache, scope, now).await;
         for e in &errors {
             tracing::warn!(error = %e, "policy status not written");
         }

@@ -2,42 +2,25 @@
 //! template (design section 6, rules AP-52..AP-61).
 //!
 //! Every pass of an OnDelete StatefulSet gathers its outdated pods: the pure
-//! [`plan`](crate::executor::ondelete::plan) picks them, highest ordinal first, at most
+//! [`kerf_decide::ondelete::plan`] picks them, highest ordinal first, at most
 //! `onDelete.maxPodDeletesPerRun`, only when every pod has been Ready for
 //! `onDelete.settle`. [`kerf_decide::pass::next_step`] evicts them only for an applied
 //! rollout whose template the controller has seen, with no breach (AP-58) and no freeze or
 //! pause. Each pod goes through the eviction API; a refusal (429) records
 //! `blocked PodDisruptionBudget` with `details.pod` once per change and pod, and the pod
-//! is tried again [`REFUSAL_RETRY`] later.
+//! is tried again [`kerf_decide::plan::EVICTION_REFUSAL_RETRY`] later.
 
 use kerf_api::rsr::RightsizingRecommendationStatus;
 use kerf_api::wellknown as wk;
 use kerf_decide::pass::Outdated;
 
+use super::facts::pod_facts;
 use super::memory::Attempts;
 use super::pass::{Pass, is_on_delete};
-use super::step::{ActError, StepResult};
-use crate::cache::PodInfo;
-use crate::executor::ondelete::{
-    self, EvictOutcome, OnDeleteInput, OnDeletePlan, StsPod, WaitReason, evict_pod,
-};
-
-/// How long after a refused eviction the pod is tried again (AP-61).
-pub const REFUSAL_RETRY: chrono::Duration = chrono::Duration::seconds(5);
-
-/// How soon a run that evicted looks again, besides the pod updates that trigger a pass.
-pub const RECHECK: chrono::Duration = kerf_decide::pass::ON_DELETE_RECHECK;
-
-fn sts_pod(p: &PodInfo) -> StsPod {
-    StsPod {
-        name: p.name.clone(),
-        ordinal: ondelete::ordinal_of(&p.name).unwrap_or(0),
-        revision: p.revision_hash.as_deref().map(str::to_owned),
-        ready: p.ready,
-        ready_since: p.ready_since,
-        terminating: p.deletion_timestamp.is_some(),
-    }
-}
+use super::step::{ActError, Flow, StepResult};
+use crate::executor::ondelete::{EvictOutcome, evict_pod};
+use kerf_decide::facts::PodFacts;
+use kerf_decide::ondelete::{self, OnDeleteInput};
 
 /// The outdated pods of an OnDelete StatefulSet as the pure replacement plan sees them
 /// (highest ordinal first, at most `onDelete.maxPodDeletesPerRun`, every pod Ready for
@@ -54,7 +37,8 @@ pub fn outdated(c: &Pass<'_>) -> Outdated {
         return Outdated::None;
     };
     let settings = &c.ctx.settings.on_delete;
-    let pods: Vec<StsPod> = c.all_pods.iter().map(|p| sts_pod(p)).collect();
+    // Terminating pods count here: a replacement under way holds the next eviction.
+    let pods: Vec<PodFacts> = c.all_pods.iter().map(|p| pod_facts(p)).collect();
     let input = OnDeleteInput {
         replicas: u32::try_from(w.replicas.unwrap_or(1)).unwrap_or(0),
         update_revision,
@@ -63,60 +47,62 @@ pub fn outdated(c: &Pass<'_>) -> Outdated {
         settle: chrono::Duration::from_std(settings.settle).unwrap_or_default(),
         now: c.now,
     };
-    match ondelete::plan(&input) {
-        OnDeletePlan::Done => Outdated::None,
-        OnDeletePlan::Wait { reason, outdated } => {
-            tracing::debug!(workload = %w.key, ?reason, outdated, "outdated OnDelete pods wait");
-            let until = match reason {
-                WaitReason::Settling { until, .. } => until,
-                _ => None,
-            };
-            Outdated::Waiting { until }
-        }
-        OnDeletePlan::Evict { pods } => Outdated::Ready(pods),
-    }
+    let outdated = ondelete::outdated(&input);
+    tracing::debug!(workload = %w.key, ?outdated, "outdated OnDelete pods");
+    outdated
 }
 
-/// Evicts `names`, outdated pods of the change of `s` (AP-59..AP-61).
+/// Evicts `pod`, an outdated pod of the change of `s` (AP-59): one call to the eviction
+/// API. A refusal (AP-60) adds a `blocked PodDisruptionBudget` event to `out` (kept once per
+/// change and pod by [`first_refusals`]) and ends the plan until `retry_at` (AP-61).
 pub async fn evict(
-    c: &Pass<'_>,
     s: &RightsizingRecommendationStatus,
-    names: Vec<String>,
-    attempts: &mut Attempts,
-) -> Result<StepResult, ActError> {
-    let mut out = StepResult::default();
+    c: &Pass<'_>,
+    pod: &str,
+    retry_at: chrono::DateTime<chrono::Utc>,
+    out: &mut StepResult,
+) -> Result<Flow, ActError> {
     let Some(change) = &s.change else {
-        return Ok(out);
+        return Ok(Flow::Stop);
     };
-    out.wake_at = Some(c.now + RECHECK);
-    for pod in names {
-        if !c.may_write() {
-            return Err(ActError::NotLeader);
+    if !c.may_write() {
+        return Err(ActError::NotLeader);
+    }
+    let res = evict_pod(c.ctx.client.clone(), &c.workload.key.namespace, pod).await;
+    c.metrics().observe("evict", &res);
+    match res? {
+        EvictOutcome::Evicted { pod } => {
+            c.wrote_pod(&pod, None);
+            tracing::info!(workload = %c.workload.key, %pod, "outdated OnDelete pod evicted");
         }
-        let res = evict_pod(c.ctx.client.clone(), &c.workload.key.namespace, &pod).await;
-        c.metrics().observe("evict", &res);
-        match res? {
-            EvictOutcome::Evicted { pod } => {
-                c.wrote_pod(&pod, None);
-                tracing::info!(workload = %c.workload.key, %pod, "outdated OnDelete pod evicted");
-            }
-            EvictOutcome::Gone { .. } => {}
-            EvictOutcome::Refused { pod, message } => {
-                out.wake_at = Some(c.now + REFUSAL_RETRY);
-                if attempts
-                    .refused_evictions
-                    .insert((change.id.clone(), pod.clone()))
-                {
-                    let message = format!("eviction of pod {pod} refused: {message}");
-                    let reason = wk::REASON_POD_DISRUPTION_BUDGET;
-                    let mut e = c.blocked_event(change, reason, &message);
-                    e.resources = change.resources.clone();
-                    e.details = ondelete::refusal_details(&pod);
-                    out.events.push(e);
-                }
-                break;
-            }
+        EvictOutcome::Gone { .. } => {}
+        EvictOutcome::Refused { pod, message } => {
+            out.wake_at = Some(retry_at);
+            let message = format!("eviction of pod {pod} refused: {message}");
+            let mut e = c.blocked_event(change, wk::REASON_POD_DISRUPTION_BUDGET, &message);
+            e.resources = change.resources.clone();
+            e.details = ondelete::refusal_details(&pod);
+            out.events.push(e);
+            return Ok(Flow::Stop);
         }
     }
-    Ok(out)
+    Ok(Flow::Next)
+}
+
+/// Keeps the `blocked PodDisruptionBudget` events of `out` that are the first for their
+/// change and pod (AP-60: a pod refused again is not reported again).
+pub fn first_refusals(
+    s: &RightsizingRecommendationStatus,
+    out: &mut StepResult,
+    attempts: &mut Attempts,
+) {
+    let Some(change) = &s.change else { return };
+    out.events.retain(|e| {
+        let pod = e
+            .details
+            .get(kerf_api::wellknown::DETAIL_POD)
+            .cloned()
+            .unwrap_or_default();
+        attempts.refused_evictions.insert((change.id.clone(), pod))
+    });
 }

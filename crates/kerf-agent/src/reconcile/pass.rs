@@ -1,6 +1,7 @@
 //! One pass over one workload, as gathered once from the caches: the workload, its pods
-//! and HPAs, the facts of a decision and the effective policy, at one `now`. Every step
-//! of the pass reads this and nothing else from the caches.
+//! and HPAs ([`super::fresh::Snapshot`]), the effective policy at one `now` ([`Seen`]), then the facts
+//! of a decision ([`Pass`]). Every step of the pass reads this and nothing else from the
+//! caches.
 
 use std::sync::Arc;
 
@@ -13,19 +14,24 @@ use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
 use kerf_decide::pass::WorkloadState;
 
-use super::facts::{self, Sources};
-use super::fresh::{PassWrites, Written};
+use super::facts::{self, Objects, Sources};
+use super::fresh::{PassWrites, Snapshot, Written};
 use super::step::{event_workload, pods_settled, template_covers};
 use crate::cache::cluster::HpaResourceMetric;
 use crate::cache::{HpaInfo, PodInfo, WorkloadInfo, WorkloadKey};
 use crate::context::Context;
 use crate::executor::metrics::ExecutorMetrics;
+use crate::health::Watcher;
 use crate::hub::HubState;
 
-/// The facts of one pass.
-pub struct Pass<'a> {
+/// What a pass has read before it decides: the workload, its pods and HPAs, the effective
+/// policy, at one `now`. The health watch reads this; the facts of the decision are made
+/// after it ([`Pass::new`]), from the status as the watch left it.
+pub struct Seen<'a> {
     /// The shared context (client, lease, metrics, settings).
     pub ctx: &'a Context,
+    /// The hub's state (pauses, approvals).
+    pub hub: &'a HubState,
     /// The workload's key.
     pub key: &'a WorkloadKey,
     /// The workload.
@@ -36,48 +42,97 @@ pub struct Pass<'a> {
     pub pods: Vec<Arc<PodInfo>>,
     /// The HPAs scaling it.
     pub hpas: Vec<Arc<HpaInfo>>,
-    /// The facts of a decision.
-    pub facts: Facts,
     /// The effective policy.
     pub policy: EffectivePolicy,
     /// The time of the pass.
     pub now: DateTime<Utc>,
+    /// The health watch's evaluator (its memory of OOM kills, scrapes and failed restores).
+    pub watcher: &'a Watcher,
+    /// Whether the workload is in the agent's scope; a workload outside it only winds
+    /// down ([`Seen::leave_scope`]).
+    pub in_scope: bool,
+}
+
+impl<'a> Seen<'a> {
+    /// The pass of `workload` over the objects of `snapshot`, at `now`.
+    pub fn new(
+        ctx: &'a Context,
+        hub: &'a HubState,
+        key: &'a WorkloadKey,
+        workload: Arc<WorkloadInfo>,
+        snapshot: Snapshot,
+        now: DateTime<Utc>,
+        watcher: &'a Watcher,
+    ) -> Seen<'a> {
+        let policies = facts::policies(&ctx.cache);
+        let policy = facts::policy_for(&workload, &ctx.cache, &policies, hub, &ctx.settings);
+        let pods = facts::live_pods(&snapshot.all_pods);
+        Seen {
+            ctx,
+            hub,
+            key,
+            workload,
+            all_pods: snapshot.all_pods,
+            pods,
+            hpas: snapshot.hpas,
+            policy,
+            now,
+            watcher,
+            in_scope: true,
+        }
+    }
+
+    /// The pass of a workload that left the agent's scope: every mode off
+    /// ([`EffectivePolicy::outside_scope`]), so its applied change is released, and only
+    /// the steps that finish what the agent did are carried out.
+    pub fn leave_scope(&mut self) {
+        self.in_scope = false;
+        self.policy = self.policy.clone().outside_scope();
+    }
+}
+
+/// The facts of one pass: what it has read, and the facts of a decision made from it.
+pub struct Pass<'a> {
+    /// What the pass has read.
+    pub seen: Seen<'a>,
+    /// The facts of a decision.
+    pub facts: Facts,
     /// The writes the step made to the workload, its pods and HPAs.
     pub writes: PassWrites,
 }
 
+impl<'a> std::ops::Deref for Pass<'a> {
+    type Target = Seen<'a>;
+
+    fn deref(&self) -> &Seen<'a> {
+        &self.seen
+    }
+}
+
 impl<'a> Pass<'a> {
-    /// Gathers the pass of `workload` and its rsr from the caches and the hub state.
-    pub fn gather(
-        ctx: &'a Context,
-        hub: &HubState,
-        key: &'a WorkloadKey,
-        workload: Arc<WorkloadInfo>,
+    /// Makes the facts of a decision, once, from what `seen` read and the rsr's `spec` and
+    /// `status` (as the health watch left it).
+    pub fn new(
+        seen: Seen<'a>,
         spec: &RightsizingRecommendationSpec,
         status: &RightsizingRecommendationStatus,
     ) -> Pass<'a> {
-        let now = ctx.clock.now();
-        let policies = facts::policies(&ctx.cache);
-        let policy = facts::policy_for(&workload, &ctx.cache, &policies, hub, &ctx.settings);
-        let webhook_problem = ctx.webhook_certificate.borrow().clone();
+        let webhook_problem = seen.ctx.webhook_certificate.borrow().clone();
         let src = Sources {
-            cache: &ctx.cache,
-            hub,
-            settings: &ctx.settings,
-            resize_subresource: ctx.resize_subresource,
+            cache: &seen.ctx.cache,
+            hub: seen.hub,
+            settings: &seen.ctx.settings,
+            resize_subresource: seen.ctx.resize_subresource,
             webhook_certificate_problem: webhook_problem.as_deref(),
         };
-        let all_pods = ctx.cache.pods_of(key);
+        let objects = Objects {
+            pods: &seen.pods,
+            hpas: &seen.hpas,
+        };
+        let facts = facts::gather(src, &seen.workload, objects, spec, status, seen.now);
         Pass {
-            ctx,
-            key,
-            pods: facts::live_pods(&all_pods),
-            all_pods,
-            hpas: ctx.cache.hpas_for(key),
-            facts: facts::gather(src, &workload, spec, status, now),
-            policy,
-            workload,
-            now,
+            seen,
+            facts,
             writes: PassWrites::default(),
         }
     }

@@ -4,7 +4,8 @@
 //! its safe value), `matchedWorkloads` counts the workloads its selector matches or that
 //! pin it, `governedWorkloads` those it is the selected policy of, `Overlap` names the
 //! other policies that match some of the same workloads and which one governs them,
-//! `observedGeneration` the generation seen. Written only when it differs. A policy that
+//! `observedGeneration` the generation seen. Only the workloads of the agent's scope are
+//! counted: outside it no policy decides. Written only when it differs. A policy that
 //! turns invalid, or whose problems or generation change while invalid, also gets one
 //! Warning Kubernetes Event with the condition's reason and message.
 
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 use kerf_decide::coverage::{PolicyCoverage, coverage, overlap_message};
 
 use crate::cache::{CacheSet, PolicyEntry};
+use crate::scope::{Scope, Verdict, in_cache};
 
 /// Errors of a policy status write.
 #[derive(Debug, thiserror::Error)]
@@ -107,12 +109,14 @@ fn log_invalid(name: &str, entry: &PolicyEntry, problems: &str) {
     tracing::warn!(policy = %name, problems = %problems, "{what}");
 }
 
-/// The coverage of every policy that converts, over every workload of the cache.
-pub fn policy_coverage(cache: &CacheSet) -> BTreeMap<String, PolicyCoverage> {
+/// The coverage of every policy that converts, over every workload of the cache in
+/// `scope`.
+pub fn policy_coverage(cache: &CacheSet, scope: &Scope) -> BTreeMap<String, PolicyCoverage> {
     let policies = super::facts::policies(cache);
     let metas: Vec<_> = cache
         .workloads()
         .iter()
+        .filter(|w| in_cache(scope, cache, &w.key) == Verdict::In)
         .map(|w| super::facts::workload_meta(w, cache))
         .collect();
     coverage(&policies, &metas)
@@ -139,7 +143,7 @@ pub fn desired_status(
         last_transition_time: now,
         observed_generation: entry.generation,
     };
-    crate::status::set_condition(
+    kerf_decide::status::set_condition(
         &mut s.conditions,
         condition(wk::CONDITION_VALID, status, reason, message),
     );
@@ -151,7 +155,7 @@ pub fn desired_status(
             String::new(),
         ),
     };
-    crate::status::set_condition(
+    kerf_decide::status::set_condition(
         &mut s.conditions,
         condition(wk::CONDITION_OVERLAP, overlap.0, overlap.1, overlap.2),
     );
@@ -162,16 +166,18 @@ fn count(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Writes the status of every policy whose status differs from the desired one. One
-/// failing policy does not stop the others; the errors are returned.
+/// Writes the status of every policy whose status differs from the desired one, counting
+/// the workloads of `scope`. One failing policy does not stop the others; the errors are
+/// returned.
 pub async fn sync(
     client: &kube::Client,
     cache: &CacheSet,
+    scope: &Scope,
     now: DateTime<Utc>,
 ) -> Vec<PolicyStatusError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
     let events: Api<K8sEvent> = Api::namespaced(client.clone(), POLICY_EVENT_NAMESPACE);
-    let covered = policy_coverage(cache);
+    let covered = policy_coverage(cache, scope);
     let none = PolicyCoverage::default();
     let mut errors = Vec::new();
     for entry in cache.policies() {
@@ -381,6 +387,29 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    // A workload outside the agent's scope is governed by no policy.
+    #[test]
+    fn the_counts_cover_only_the_workloads_of_the_scope() {
+        use crate::cache::workloads::DeploymentWire;
+        let cache = CacheSet::new();
+        for ns in ["a", "b"] {
+            let wire: DeploymentWire = serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": ns, "uid": ns},
+                "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+            }))
+            .unwrap();
+            cache.apply_workload(wire.into_info(&mut crate::cache::Interner::default()));
+        }
+        cache.apply_policy(entry("both", "selector: {namespaces: [a, b]}"));
+        let governed = |scope: &Scope| policy_coverage(&cache, scope)["both"].governed;
+        assert_eq!(governed(&Scope::default()), 2);
+        let only_a = Scope {
+            namespaces: vec!["a".to_owned()],
+            ..Scope::default()
+        };
+        assert_eq!(governed(&only_a), 1);
     }
 
     // Issue 32: a policy stored without a term (before the CRD had the rule) never acts wider.

@@ -17,7 +17,7 @@ use super::sink::{Carried, Sink};
 use super::step::{KeyError, event_workload};
 use crate::cache::{RsrEntry, WorkloadKey};
 use crate::context::Context;
-use crate::status::{self, StatusInput};
+use kerf_decide::status::{self, StatusInput};
 
 /// Records the status the step left: its progress, or the whole status of a new decision
 /// with its reports. A change that finished reports its next skip or block again (EV-18).
@@ -48,18 +48,7 @@ async fn decision(
     if !matches!(d.decision.outcome, Outcome::Apply(_)) {
         count_decision(p, &d.decision);
     }
-    let invalid = status::invalid_inputs(&p.policy, Some(&d.decision));
-    let mut new = status::build_status(&StatusInput {
-        previous: s,
-        decision: Some(&d.decision),
-        facts: Some(&p.facts),
-        policy_name: p.policy.policy_name.as_deref(),
-        generation: rsr.metadata.generation,
-        invalid: &invalid,
-        rollout_in_progress: rolling(&p.workload_state(s)),
-        withdrawn: false,
-        now: p.now,
-    });
+    let mut new = decision_status(p, s, &d.decision, rsr.metadata.generation);
     let ledger = Ledger {
         values: dedup::recommended_values(&rsr.spec),
         policy_hash: p.policy.values_hash(),
@@ -82,6 +71,29 @@ async fn decision(
         }
     }
     Ok(())
+}
+
+/// The whole status of a new `decision` over `previous` (strategy, summary, mode,
+/// conditions): the one place a pass composes it, for a skip, a block or a change that
+/// starts.
+pub(super) fn decision_status(
+    p: &Pass<'_>,
+    previous: &RightsizingRecommendationStatus,
+    decision: &Decision,
+    generation: Option<i64>,
+) -> RightsizingRecommendationStatus {
+    let invalid = status::invalid_inputs(&p.policy, Some(decision));
+    status::build_status(&StatusInput {
+        previous,
+        decision: Some(decision),
+        facts: Some(&p.facts),
+        policy_name: p.policy.policy_name.as_deref(),
+        generation,
+        invalid: &invalid,
+        rollout_in_progress: rolling(&p.workload_state(previous)),
+        withdrawn: false,
+        now: p.now,
+    })
 }
 
 /// Writes `new` and then, when `warning` finds in it an invalid input the status as

@@ -16,46 +16,37 @@ use kerf_api::rsr::{ChangeState, LiveValues, RightsizingRecommendationStatus};
 use kerf_decide::pass::Release;
 use uuid::Uuid;
 
-use super::hpa_step;
 use super::pass::Pass;
 use super::step::{ActError, StepResult, event_workload, workload_id};
 use crate::executor::rollout;
 use crate::intent;
 
-/// Releases `rel` (D21, AP-21, EV-46); [`kerf_decide::pass::next_step`] holds it while a
-/// freeze or a pause is open.
-pub async fn run(
-    s: &mut RightsizingRecommendationStatus,
-    c: &Pass<'_>,
-    rel: &Release,
-) -> Result<StepResult, ActError> {
-    let mut out = StepResult::default();
-    let Some(change) = s.change.clone() else {
-        return Ok(out);
-    };
+/// Hands the template's fields of `resources` back to their owner (AP-21): one
+/// server-side apply, field manager `kerf`.
+pub async fn release_template(c: &Pass<'_>, resources: &[Resource]) -> Result<(), ActError> {
     if !c.may_write() {
         return Err(ActError::NotLeader);
     }
-    if change
-        .hpa
-        .as_ref()
-        .is_some_and(|h| rel.resources.contains(&h.resource))
-    {
-        hpa_step::restore(s, c).await?;
+    let res = rollout::release(c.ctx.client.clone(), &workload_id(&c.workload), resources).await;
+    c.metrics().observe("release", &res);
+    if let Some(rv) = res?.resource_version {
+        c.wrote_workload(Some(rv));
     }
-    if change.strategy != kerf_api::Strategy::InPlace {
-        let res = rollout::release(
-            c.ctx.client.clone(),
-            &workload_id(&c.workload),
-            &rel.resources,
-        )
-        .await;
-        c.metrics().observe("release", &res);
-        let released = res?;
-        if let Some(rv) = released.resource_version {
-            c.wrote_workload(Some(rv));
-        }
-    }
+    Ok(())
+}
+
+/// Records the release `rel` in `s` (EV-46): `live` without its resources, the change
+/// `Released` or the resources dropped from it, and the `released` (or `reverted`) event,
+/// pending in status and in `out`.
+pub fn mark_released(
+    s: &mut RightsizingRecommendationStatus,
+    c: &Pass<'_>,
+    rel: &Release,
+    out: &mut StepResult,
+) {
+    let Some(change) = s.change.clone() else {
+        return;
+    };
     s.live = s.live.take().and_then(|l| without(l, &rel.resources));
     let whole = change.resources.iter().all(|r| rel.resources.contains(r));
     // A whole release records its id in the change, with the status write before the
@@ -86,7 +77,6 @@ pub async fn run(
     intent::add_pending(s, &e);
     out.events.push(e);
     out.finished = true;
-    Ok(out)
 }
 
 /// `live` without `resources`: each goes back to the container's `base`; `None` when

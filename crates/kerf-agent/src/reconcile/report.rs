@@ -227,6 +227,6 @@ pub fn add_requests(reports: &mut [Report], summary: Option<&kerf_api::rsr::Summ
         .filter(|r| r.event.reason != wk::REASON_NO_SIGNIFICANT_CHANGE)
     {
         let m = r.event.message.as_deref().unwrap_or_default();
-        r.event.message = Some(crate::event_text::with_requests(m, sum));
+        r.event.message = Some(kerf_decide::status::text::with_requests(m, sum));
     }
 }

@@ -160,3 +160,13 @@ pub fn health_error(e: HealthError) -> KeyError {
         other => KeyError::Health(other),
     }
 }
+
+/// What the effect interpreter does after an effect.
+pub enum Flow {
+    /// The next effect of the plan.
+    Next,
+    /// Nothing more in this pass (no write token left: a later pass goes on).
+    Stop,
+    /// The rest of the plan is replaced by these effects.
+    Replace(Vec<kerf_decide::plan::Effect>),
+}

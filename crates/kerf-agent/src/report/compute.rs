@@ -9,14 +9,14 @@ use kerf_api::rsr::{
     ChangeState, Phase, RightsizingRecommendationSpec, RightsizingRecommendationStatus,
 };
 use kerf_api::wellknown as wk;
-use kerf_api::{Resource, ResourceValues, Strategy, WorkloadKind};
+use kerf_api::{Resource, ResourceValues, WorkloadKind};
 use kerf_decide::{dedup, quantity};
 
 use super::{
     HeldBack, NamespaceTotals, Report, ResourceTotals, SCHEMA_VERSION, Split, Totals, Units,
     WorkloadLine, WorkloadResource,
 };
-use crate::summary::{INVALID_REASONS, container_running_value};
+use kerf_decide::status::summary::{INVALID_REASONS, container_running_value};
 
 /// The held-back reason of a change that is going in now.
 pub const REASON_APPLYING: &str = "Applying";
@@ -233,7 +233,7 @@ fn applied(
     let Some(change) = s.change.as_ref().filter(|c| !c.revert) else {
         return Split::default();
     };
-    if change.strategy == Strategy::InPlace {
+    if change.strategy.resizes_pods() {
         return Split::between(template, running);
     }
     let Some(c) = change

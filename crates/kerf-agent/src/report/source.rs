@@ -148,7 +148,7 @@ pub async fn report_with(
     now: DateTime<Utc>,
 ) -> Result<String, ReportError> {
     let cache = CacheSet::new();
-    let mut watches = cache.start(client, CacheMetrics::default());
+    let mut watches = cache.start(client, CacheMetrics::default(), &[]);
     let synced = tokio::time::timeout(SYNC_TIMEOUT, cache.wait_synced()).await;
     watches.abort_all();
     synced.map_err(|_| ReportError::SyncTimeout(SYNC_TIMEOUT))?;

@@ -78,8 +78,9 @@ pub fn after_read(poll: Duration, stale_after: Duration) -> Duration {
     poll.max(MIN_INTERVAL).min(stale_after / 2).max(MIN_RETRY)
 }
 
-/// The workloads a policy selects, grouped by the recommender settings their policy gives
-/// (in the order first met).
+/// The workloads of the agent's scope a policy selects, grouped by the recommender
+/// settings their policy gives (in the order first met): Prometheus is asked about no
+/// other.
 pub fn targets(
     cache: &CacheSet,
     settings: &Settings,
@@ -89,6 +90,9 @@ pub fn targets(
     let policies = facts::policies(cache);
     let mut groups: Vec<(PromSettings, Vec<Target>)> = Vec::new();
     for w in cache.workloads().iter() {
+        if crate::scope::in_cache(&settings.scope, cache, &w.key) != crate::scope::Verdict::In {
+            continue;
+        }
         let p = facts::policy_for(w, cache, &policies, hub, settings);
         if p.policy_name.is_none() {
             continue;

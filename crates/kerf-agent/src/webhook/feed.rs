@@ -2,7 +2,9 @@
 //!
 //! The caches announce which workload changed ([`Change`]); the feed re-reads that
 //! workload's rsrs and ReplicaSets from the caches into the index. A namespace-wide or
-//! global change, or a missed notification, rebuilds the whole index.
+//! global change, or a missed notification, rebuilds the whole index. The live values of
+//! a workload outside the agent's scope (or whose scope cannot be told from the caches)
+//! are left out, so its new pods get no patch.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,29 +18,35 @@ use tokio::task::JoinSet;
 use super::index::{LiveIndex, SharedIndex};
 use super::tls::ReloadingCert;
 use crate::cache::{CacheSet, Change, WorkloadKey};
+use crate::context::CertificateProblem;
 use crate::metrics::WebhookMetrics;
+use crate::scope::{Scope, Verdict, in_cache};
 use crate::settings::WebhookSettings;
 
 /// How often a missing or unusable certificate is tried again at start.
 const CERT_RETRY: Duration = Duration::from_secs(5);
 
-/// Why the webhook cannot serve, as the reconciler reads it: `None` while it serves a
-/// usable certificate. In-place changes wait while it is `Some`.
-pub type CertificateProblem = watch::Receiver<Option<String>>;
-
-/// Starts the webhook on every replica: the feed from the caches and the HTTPS server on
-/// `listener` (bound to `settings.addr`). Returns the index the server reads and whether
-/// its certificate is usable, checked every few seconds.
+/// Starts the webhook on every replica: the feed from the caches (the workloads of
+/// `scope` only) and the HTTPS server on `listener` (bound to `settings.addr`). Returns
+/// the index the server reads and whether its certificate is usable, checked every few
+/// seconds.
 pub fn spawn(
     tasks: &mut JoinSet<()>,
     settings: &WebhookSettings,
+    scope: &Scope,
     listener: TcpListener,
     cache: &CacheSet,
     metrics: WebhookMetrics,
     shutdown: watch::Receiver<bool>,
 ) -> (SharedIndex, CertificateProblem) {
     let index = SharedIndex::new();
-    tasks.spawn(feed(cache.clone(), index.clone(), shutdown.clone()));
+    let fed = feed(
+        cache.clone(),
+        index.clone(),
+        scope.clone(),
+        shutdown.clone(),
+    );
+    tasks.spawn(fed);
     let router = super::router(index.clone(), metrics);
     let settings = settings.clone();
     let (problem_tx, problem) = watch::channel(Some("not read yet".to_owned()));
@@ -114,38 +122,50 @@ async fn check_certificate(
     }
 }
 
-/// Follows the caches' change notifications until shutdown.
-pub async fn feed(cache: CacheSet, index: SharedIndex, mut shutdown: watch::Receiver<bool>) {
+/// Follows the caches' change notifications until shutdown, indexing the workloads of
+/// `scope`.
+pub async fn feed(
+    cache: CacheSet,
+    index: SharedIndex,
+    scope: Scope,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut changes = cache.subscribe();
-    index.replace(rebuild(&cache));
+    index.replace(rebuild(&cache, &scope));
     loop {
         let change = tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return,
             c = changes.recv() => c,
         };
         match change {
-            Ok(Change::Workload(key)) => refresh(&cache, &index, &key),
+            Ok(Change::Workload(key)) => refresh(&cache, &index, &scope, &key),
             Ok(Change::Namespace(_) | Change::All)
             | Err(broadcast::error::RecvError::Lagged(_)) => {
-                index.replace(rebuild(&cache));
+                index.replace(rebuild(&cache, &scope));
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }
 
-/// A new index from everything the caches hold: every rsr, and the ReplicaSets of the
-/// Deployments rsrs describe (pods of other Deployments get no patch either way).
-pub fn rebuild(cache: &CacheSet) -> LiveIndex {
+/// A new index from everything the caches hold: every rsr of a workload in `scope`, and
+/// the ReplicaSets of the Deployments those rsrs describe (pods of other Deployments get
+/// no patch either way).
+pub fn rebuild(cache: &CacheSet, scope: &Scope) -> LiveIndex {
     let mut index = LiveIndex::default();
     for entry in cache.rsrs() {
         let Ok(rsr) = &entry.rsr else {
             continue;
         };
-        warn_invalid(index.upsert_rsr(rsr));
         let (Some(ns), wref) = (&rsr.metadata.namespace, &rsr.spec.workload_ref) else {
+            warn_invalid(index.upsert_rsr(rsr));
             continue;
         };
+        let key = WorkloadKey::new(ns, wref.kind, &wref.name);
+        if in_cache(scope, cache, &key) != Verdict::In {
+            continue;
+        }
+        warn_invalid(index.upsert_rsr(rsr));
         if wref.kind == WorkloadKind::Deployment {
             for rs in cache.replicasets_of(ns, &wref.name) {
                 index.upsert_replicaset(ns, &rs.name, Some(&wref.name));
@@ -155,8 +175,13 @@ pub fn rebuild(cache: &CacheSet) -> LiveIndex {
     index
 }
 
-/// Re-reads one workload's rsrs and ReplicaSets into the index.
-fn refresh(cache: &CacheSet, index: &SharedIndex, key: &WorkloadKey) {
+/// Re-reads one workload's rsrs and ReplicaSets into the index; a workload outside
+/// `scope` is only taken out.
+fn refresh(cache: &CacheSet, index: &SharedIndex, scope: &Scope, key: &WorkloadKey) {
+    if in_cache(scope, cache, key) != Verdict::In {
+        index.update(|i| i.remove_workload(&key.namespace, key.kind, &key.name));
+        return;
+    }
     let rsrs = cache.rsrs_for(key);
     let replicasets = match key.kind {
         WorkloadKind::Deployment => cache.replicasets_of(&key.namespace, &key.name),

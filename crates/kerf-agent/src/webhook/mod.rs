@@ -31,7 +31,7 @@ use axum::routing::post;
 use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 
-pub use feed::{CertificateProblem, spawn};
+pub use feed::spawn;
 pub use index::{LiveIndex, SharedIndex, WorkloadLive};
 pub use policy::{VALIDATE_POLICY_PATH, answer_policy};
 pub use review::{Answer, Outcome, SlimPod, answer, encode};

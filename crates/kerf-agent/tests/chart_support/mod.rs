@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::process::Command;
 
-pub use kerf_testkit::{chart_dir, helm, template};
+pub use kerf_testkit::{chart_dir, helm, strs, template};
 
 /// What `kerf-agent run --print-settings` prints with only `env` set.
 pub fn print_settings(env: &BTreeMap<String, String>) -> Result<serde_json::Value, Box<dyn Error>> {

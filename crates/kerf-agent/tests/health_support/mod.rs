@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kerf_agent::cache::pods::PodWire;
 use kerf_agent::cache::{Interner, PodInfo};
 use kerf_agent::executor::WorkloadId;
-use kerf_agent::health::RsrWriter;
+use kerf_agent::health::StatusWriter;
 use kerf_api::event::EventWorkload;
 use kerf_api::rsr::{
     ChangeRecord, ChangeState, ContainerChange, EventIds, RightsizingRecommendationStatus,
@@ -20,7 +20,7 @@ use kerf_api::rsr::{
 use kerf_api::{Resource, ResourceRequirements, ResourceValues, Strategy, WorkloadKind};
 use kerf_decide::effective::Ratio;
 use kerf_decide::health::Thresholds;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -236,13 +236,8 @@ pub async fn deployment(
 /// The pods of Deployment `name` (label `app=name`) as slim pods.
 pub async fn pods(client: &Client, name: &str) -> anyhow::Result<Vec<Arc<PodInfo>>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let list = api
-        .list(&ListParams::default().labels(&format!("app={name}")))
-        .await?;
-    list.items
-        .into_iter()
-        .map(|p| pod_info(serde_json::to_value(p)?))
-        .collect()
+    let pods = kerf_testkit::app_objects(&api, name).await?;
+    pods.into_iter().map(pod_info).collect()
 }
 
 /// Waits until `n` pods of `name` run with every container ready, while `tick` moves time.
@@ -265,6 +260,43 @@ pub async fn running_pods(
         tokio::time::sleep(StdDuration::from_millis(25)).await;
     }
     anyhow::bail!("{name}: {n} pods never ran")
+}
+
+/// A status writer over one rsr of a test, as the pass's writer sends it.
+#[derive(Clone, Debug)]
+pub struct RsrWriter {
+    /// The rsr API of the namespace.
+    pub api: Api<kube::api::DynamicObject>,
+    /// The rsr's name.
+    pub name: String,
+    /// The resourceVersion the next write requires.
+    pub resource_version: String,
+    /// The spec as read (sent along with the status).
+    pub spec: Option<Value>,
+    /// The status as the API server holds it.
+    pub last: RightsizingRecommendationStatus,
+}
+
+impl StatusWriter for RsrWriter {
+    async fn write(
+        &mut self,
+        status: &RightsizingRecommendationStatus,
+    ) -> Result<(), kerf_agent::intent::IntentError> {
+        if *status == self.last {
+            return Ok(());
+        }
+        let rv = kerf_agent::intent::write_status(
+            &self.api,
+            &self.name,
+            &self.resource_version,
+            self.spec.as_ref(),
+            status,
+        )
+        .await?;
+        self.resource_version = rv;
+        self.last = status.clone();
+        Ok(())
+    }
 }
 
 /// Creates the rsr of a workload and returns a writer for its status.

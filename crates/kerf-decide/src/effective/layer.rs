@@ -460,11 +460,11 @@ fn apply_recommendation(ep: &mut EffectivePolicy, rec: &RecommendationSettings, 
 /// Reads `apply.canary`; bad parts are reported and count as the narrower value (1 pod,
 /// the watchDuration of the layers so far).
 fn apply_canary(ep: &mut EffectivePolicy, c: &kerf_api::policy::Canary, layer: Layer) {
-    let (canary, problems) = crate::canary::parse(c, ep.watch_duration.value);
+    let (canary, problems) = crate::canary_policy::parse(c, ep.watch_duration.value);
     for p in problems {
         let (field, value, counts) = match &p {
-            crate::canary::CanaryError::Pods(v) => ("apply.canary.pods", v.clone(), "1 pod"),
-            crate::canary::CanaryError::Duration(v) => {
+            crate::canary_policy::CanaryError::Pods(v) => ("apply.canary.pods", v.clone(), "1 pod"),
+            crate::canary_policy::CanaryError::Duration(v) => {
                 ("apply.canary.duration", v.clone(), "the watchDuration")
             }
         };

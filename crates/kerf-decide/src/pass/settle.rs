@@ -42,11 +42,16 @@ fn settle_end(
     }
     let w = &f.workload;
     let end = match c.strategy {
-        Strategy::InPlace if !w.pods_settled => {
+        s if s.resizes_pods() => {
+            if w.pods_settled {
+                return None;
+            }
             c.applied_at.unwrap_or(c.started_at) + policy.fallback_after.value
         }
-        Strategy::Rollout if !w.template_covers_change || rolling(w) => DateTime::<Utc>::MAX_UTC,
-        Strategy::Deferred if !w.template_covers_change => DateTime::<Utc>::MAX_UTC,
+        // A change of the template settles once the template holds it; a rollout also
+        // waits for the rollout it started (a deferred one is followed by its window).
+        _ if !w.template_covers_change => DateTime::<Utc>::MAX_UTC,
+        Strategy::Rollout if rolling(w) => DateTime::<Utc>::MAX_UTC,
         _ => return None,
     };
     (now < end).then_some(end)

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::common::{
@@ -226,7 +227,14 @@ fn write_status(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
     else {
         return;
     };
-    let desired = int_at(&dep, "/spec/replicas", 1);
+    let status = status(&dep, new_rs, old, ctx.clock.now());
+    super::write_status_if_changed(ctx, &gvr::DEPLOYMENTS, &dep, status);
+}
+
+/// The status this controller writes for `dep` at `now` from its ReplicaSets' status: the
+/// new one (`new_rs`) and the `old` ones. Conditions that did not change keep their times.
+pub fn status(dep: &Value, new_rs: &Value, old: &[Value], now: DateTime<Utc>) -> Value {
+    let desired = int_at(dep, "/spec/replicas", 1);
     let all: Vec<&Value> = std::iter::once(new_rs).chain(old.iter()).collect();
     let sum = |p: &str| all.iter().map(|rs| int_at(rs, p, 0)).sum::<i64>();
     let available = sum("/status/availableReplicas");
@@ -237,8 +245,8 @@ fn write_status(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
         dep.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
         desired,
     );
-    let now = rfc3339(ctx.clock.now());
-    let mut conditions = conditions_of(&dep);
+    let now = rfc3339(now);
+    let mut conditions = conditions_of(dep);
     let min_ok = available >= desired - max_unavailable;
     set_condition(
         &mut conditions,
@@ -269,7 +277,7 @@ fn write_status(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
         &now,
     );
     let mut status = json!({
-        "observedGeneration": int_at(&dep, "/metadata/generation", 1),
+        "observedGeneration": int_at(dep, "/metadata/generation", 1),
         "replicas": replicas,
         "updatedReplicas": updated,
         "readyReplicas": sum("/status/readyReplicas"),
@@ -280,5 +288,5 @@ fn write_status(ctx: &Ctx, dep: &Value, new_rs: &Value, old: &[Value]) {
     if unavailable > 0 {
         status["unavailableReplicas"] = json!(unavailable);
     }
-    super::write_status_if_changed(ctx, &gvr::DEPLOYMENTS, &dep, status);
+    status
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Ctx;
@@ -92,22 +93,27 @@ async fn reconcile(ctx: &Ctx, rs: &Value, owned: &[&Value]) -> bool {
                 .delete(&gvr::PODS, Some(namespace(pod)), name(pod));
         }
     }
+    let status = status(rs, owned, ctx.clock.now());
+    let waiting = int_at(&status, "/readyReplicas", 0) > int_at(&status, "/availableReplicas", 0);
+    super::write_status_if_changed(ctx, &gvr::REPLICASETS, rs, status);
+    waiting
+}
+
+/// The status this controller writes for `rs` at `now`, over the live pods it controls.
+pub fn status(rs: &Value, owned: &[&Value], now: DateTime<Utc>) -> Value {
     let min_ready = int_at(rs, "/spec/minReadySeconds", 0);
-    let now = ctx.clock.now();
     let ready = owned.iter().filter(|p| pod_ready(p)).count();
     let available = owned
         .iter()
         .filter(|p| super::pod_available(p, min_ready, now))
         .count();
-    let status = json!({
+    json!({
         "replicas": owned.len(),
         "fullyLabeledReplicas": owned.len(),
         "readyReplicas": ready,
         "availableReplicas": available,
         "observedGeneration": int_at(rs, "/metadata/generation", 1),
-    });
-    super::write_status_if_changed(ctx, &gvr::REPLICASETS, rs, status);
-    ready > available
+    })
 }
 
 #[cfg(test)]

@@ -65,6 +65,48 @@ impl Env {
         env.with_web(web).await
     }
 
+    /// Starts scenario `scenario` with one pod of `web` under policy `p` in auto-patch,
+    /// recommended its own requests, and waits until it is at rest: skipped
+    /// (NoSignificantChange), the skip reported, and the passes that decision triggered
+    /// ended.
+    pub async fn start_at_rest(scenario: &str) -> anyhow::Result<Env> {
+        let web = Web::policy("p", "auto-patch", "rollout")
+            .replicas(1)
+            .recommend("200m", "256Mi", "0.9");
+        let env = Env::start_web(scenario, web).await?;
+        env.wait_phase("web", "Skipped").await?;
+        eventually("the skip reported", Duration::from_secs(20), || async {
+            let rsr = env.rsr("web").await.ok()??;
+            let reported = rsr["status"]["reported"].as_array()?;
+            (!reported.is_empty()).then_some(())
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(env)
+    }
+
+    /// How many times the dev hub has been asked for the recommendations.
+    pub fn recommendation_polls(&self) -> usize {
+        self.hub
+            .requests_to(kerf_sim::hub::Endpoint::Recommendations)
+            .len()
+    }
+
+    /// Deployment `api` of one pod recommended 150m/200Mi next to `web`, until its rsr is
+    /// Blocked with `reason`; answers the rsr.
+    pub async fn api_blocked(&self, reason: &str) -> anyhow::Result<Value> {
+        self.deployment("api", 1, "200m", "256Mi").await?;
+        self.wait_ready("api", 1).await?;
+        self.recommend(vec![
+            self.recommendation("web", "150m", "200Mi", "0.9")?,
+            self.recommendation("api", "150m", "200Mi", "0.9")?,
+        ]);
+        self.wait_rsr("api", &format!("Blocked {reason}"), WAIT, |r| {
+            condition(r, "Blocked").is_some_and(|c| c["reason"] == reason)
+        })
+        .await
+    }
+
     /// Like [`Env::start_web`], on a kerf-sim built from `config` (see [`Env::start_sim`]).
     pub async fn start_web_sim(
         scenario: &str,
@@ -351,6 +393,15 @@ pub fn policy_spec(ns: &str, mode: &str, strategy: &str) -> Value {
     })
 }
 
+/// [`policy_spec`] of `ns` in auto-patch with `strategy`, a cooldown of `cooldown` and the
+/// rollback settings `rollback` (`{"watchDuration": "60s"}`).
+pub fn watched_policy_spec(ns: &str, strategy: &str, cooldown: &str, rollback: Value) -> Value {
+    let mut spec = policy_spec(ns, "auto-patch", strategy);
+    spec["guardrails"]["cooldown"] = json!(cooldown);
+    spec["guardrails"]["rollback"] = rollback;
+    spec
+}
+
 /// The condition `type_` of an rsr.
 pub fn condition<'a>(rsr: &'a Value, type_: &str) -> Option<&'a Value> {
     rsr["status"]["conditions"]
@@ -410,6 +461,31 @@ pub fn metric_sample(metrics: &str, series: &str) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The sum of the samples of `family` (a counter as encoded, `kerf_agent_decisions_total`)
+/// in the Prometheus text `metrics` whose labels contain each of `labels`
+/// (`type="applied"`); 0 when there are none.
+pub fn metric_sum(metrics: &str, family: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(family)?.strip_prefix('{'))
+        .filter(|l| labels.iter().all(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The CPU request of the first container of event `e` before and after the change:
+/// `(from, to)`.
+pub fn event_cpu_requests(e: &Event) -> (Option<&str>, Option<&str>) {
+    let Some(c) = e.containers.first() else {
+        return (None, None);
+    };
+    (cpu_request(&c.from), cpu_request(&c.to))
+}
+
+fn cpu_request(r: &kerf_api::ResourceRequirements) -> Option<&str> {
+    r.requests.cpu.as_ref().map(|q| q.0.as_str())
 }
 
 /// The names of `pods`, sorted.

@@ -22,18 +22,17 @@
 //! - `-o wide`: the policy, the last change's time and the end of a running canary watch,
 //!   the next window or the end of the block (RFC 3339).
 
+use crate::duration::Rfc3339;
+use crate::effective::Layer;
+use crate::facts::{ContainerFacts, Facts};
+use crate::quantity;
+use crate::{Decision, Outcome};
 use chrono::{DateTime, Utc};
 use kerf_api::Resource;
-use kerf_api::policy::Strategy;
 use kerf_api::rsr::{
     CanaryStage, ChangeRecord, ChangeState, Phase, RightsizingRecommendationStatus, Summary,
 };
 use kerf_api::wellknown as wk;
-use kerf_decide::duration::Rfc3339;
-use kerf_decide::effective::Layer;
-use kerf_decide::facts::{ContainerFacts, Facts};
-use kerf_decide::quantity;
-use kerf_decide::{Decision, Outcome};
 
 /// An invalid input the Valid condition names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +111,7 @@ pub fn mode_text(d: &Decision) -> String {
         let source = match layer {
             Layer::Annotation => MODE_FROM_ANNOTATION,
             Layer::HubOverride => MODE_FROM_HUB_OVERRIDE,
+            Layer::Scope => MODE_FROM_SCOPE,
             _ => continue,
         };
         if !sources.contains(&source) {
@@ -129,6 +129,8 @@ pub fn mode_text(d: &Decision) -> String {
 pub const MODE_FROM_ANNOTATION: &str = "annotation";
 /// MODE's note for a mode set by the hub's override for the workload.
 pub const MODE_FROM_HUB_OVERRIDE: &str = "hub override";
+/// MODE's note for a mode set because the workload left the agent's scope.
+pub const MODE_FROM_SCOPE: &str = "outside the scope";
 
 /// The pod request of `r` as the pods are meant to run it now.
 pub fn running_request(f: &Facts, s: &RightsizingRecommendationStatus, r: Resource) -> i64 {
@@ -184,10 +186,7 @@ pub fn container_running_value(
 /// The `to` value the running pods keep after an in-place change left `live`: a released
 /// change, or a rolled-back one whose rollback did not restore `r`.
 fn kept_in_place(s: &RightsizingRecommendationStatus, container: &str, r: Resource) -> Option<i64> {
-    let change = s
-        .change
-        .as_ref()
-        .filter(|c| c.strategy == Strategy::InPlace)?;
+    let change = s.change.as_ref().filter(|c| c.strategy.resizes_pods())?;
     let kept = match change.state {
         ChangeState::Released => true,
         ChangeState::RollingBack | ChangeState::RolledBack => s

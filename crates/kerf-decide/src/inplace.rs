@@ -1,12 +1,11 @@
 //! The in-place state machine (design D16): from the change, the targeted pods and the
 //! time, where each pod's resize stands and what the workload does next.
 //!
-//! Pure: the reconciler reads the pods, calls [`plan`], resizes [`InPlacePlan::resize_now`]
-//! with [`super::resize::resize_pod`], and acts on [`InPlacePlan::outcome`]. A resize that
-//! [`super::resize::resize_pod`] answers with `Infeasible` goes through [`refusal_or_fallback`].
+//! The agent reads the pods into [`PodFacts`], calls [`plan`], resizes
+//! [`InPlacePlan::resize_now`] and acts on [`InPlacePlan::outcome`]. A resize the API
+//! answers with `Infeasible` goes through [`refusal_or_fallback`].
 
 use chrono::{DateTime, Duration, Utc};
-use k8s_openapi::api::core::v1::Pod;
 use kerf_api::WorkloadKind;
 use kerf_api::wellknown::{
     POD_CONDITION_RESIZE_IN_PROGRESS, POD_CONDITION_RESIZE_PENDING, POD_RESIZE_REASON_DEFERRED,
@@ -14,41 +13,8 @@ use kerf_api::wellknown::{
     REASON_RESIZE_INFEASIBLE, REASON_SINGLE_REPLICA_UNSAFE,
 };
 
-use super::{ContainerResources, container, from_k8s, requirements_cover};
-
-/// A resize condition of a pod (`PodResizePending` or `PodResizeInProgress`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResizeCondition {
-    /// `PodResizePending` or `PodResizeInProgress`.
-    pub type_: String,
-    /// `Deferred`, `Infeasible`, `Error`, or none.
-    pub reason: Option<String>,
-    /// The kubelet's message.
-    pub message: Option<String>,
-    /// `lastTransitionTime`.
-    pub since: Option<DateTime<Utc>>,
-}
-
-/// What the state machine reads of one pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodResizeView {
-    /// Pod name.
-    pub name: String,
-    /// The node the pod runs on.
-    pub node: Option<String>,
-    /// `spec.containers[].resources`: what was asked.
-    pub spec: Vec<ContainerResources>,
-    /// `status.containerStatuses[].resources`: what the kubelet applied.
-    pub status: Vec<ContainerResources>,
-    /// The pod's resize conditions.
-    pub conditions: Vec<ResizeCondition>,
-    /// The pod is terminating (not targeted).
-    pub terminating: bool,
-    /// The pod belongs to the workload's current revision (only those are targeted).
-    pub current_revision: bool,
-    /// When this pod's resize completed, as recorded by an earlier pass.
-    pub completed_at: Option<DateTime<Utc>>,
-}
+use crate::facts::{PodFacts, ResizeCondition};
+use crate::values::{ContainerResources, container, requirements_cover};
 
 /// Where one pod's resize stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,8 +132,9 @@ pub struct InPlaceInput<'a> {
     pub rollout_safe: bool,
     /// The target values per container.
     pub target: &'a [ContainerResources],
-    /// The workload's pods; terminating pods and pods of older revisions are not targeted.
-    pub pods: &'a [PodResizeView],
+    /// The workload's pods; terminating pods and pods of older revisions are not targeted
+    /// ([`PodFacts::targeted`]).
+    pub pods: &'a [PodFacts],
     /// When the first resize of this change was sent; `fallbackAfter` runs from it.
     pub first_resize_at: Option<DateTime<Utc>>,
     /// `apply.fallbackAfter`.
@@ -194,7 +161,7 @@ impl InPlacePlan {
     /// Pods whose resize completed in this pass (take their restart baseline now).
     pub fn newly_completed<'a>(
         &'a self,
-        before: &'a [PodResizeView],
+        before: &'a [PodFacts],
     ) -> impl Iterator<Item = &'a PodPlan> {
         self.pods.iter().filter(|p| {
             p.completed_at.is_some()
@@ -206,28 +173,28 @@ impl InPlacePlan {
 }
 
 /// Where one pod's resize stands (design D16).
-pub fn pod_state(pod: &PodResizeView, target: &[ContainerResources]) -> PodResize {
+pub fn pod_state(pod: &PodFacts, target: &[ContainerResources]) -> PodResize {
     let present = || {
         target
             .iter()
-            .filter(|(n, _)| container(&pod.spec, n).is_some())
+            .filter(|(n, _)| container(&pod.spec_resources, n).is_some())
     };
     let covers = |list: &[ContainerResources]| {
         present()
             .all(|(n, want)| container(list, n).is_some_and(|have| requirements_cover(want, have)))
     };
-    if !covers(&pod.spec) {
+    if !covers(&pod.spec_resources) {
         return PodResize::NeedsResize;
     }
-    if covers(&pod.status) {
-        return if pod.conditions.is_empty() {
+    if covers(&pod.status_resources) {
+        return if pod.resize_conditions.is_empty() {
             PodResize::Complete
         } else {
             PodResize::Accepted
         };
     }
     let msg = |c: &ResizeCondition| c.message.clone().unwrap_or_default();
-    for c in &pod.conditions {
+    for c in &pod.resize_conditions {
         let reason = c.reason.as_deref();
         match (c.type_.as_str(), reason) {
             (POD_CONDITION_RESIZE_PENDING, Some(POD_RESIZE_REASON_INFEASIBLE)) => {
@@ -254,13 +221,13 @@ pub fn pod_state(pod: &PodResizeView, target: &[ContainerResources]) -> PodResiz
 /// from `now`, so a resize that stays Deferred still falls back instead of waiting forever.
 /// `None` while no targeted pod holds a sent, unfinished resize.
 pub fn resumed_first_resize(
-    pods: &[PodResizeView],
+    pods: &[PodFacts],
     target: &[ContainerResources],
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     let sent = pods
         .iter()
-        .filter(|p| !p.terminating && p.current_revision)
+        .filter(|p| p.targeted())
         .map(|p| pod_state(p, target))
         .any(|st| !matches!(st, PodResize::NeedsResize | PodResize::Complete));
     sent.then_some(now)
@@ -268,11 +235,7 @@ pub fn resumed_first_resize(
 
 /// One pass of the in-place state machine.
 pub fn plan(input: &InPlaceInput<'_>) -> InPlacePlan {
-    let targeted: Vec<&PodResizeView> = input
-        .pods
-        .iter()
-        .filter(|p| !p.terminating && p.current_revision)
-        .collect();
+    let targeted: Vec<&PodFacts> = input.pods.iter().filter(|p| p.targeted()).collect();
     let pods: Vec<PodPlan> = targeted
         .iter()
         .map(|p| {
@@ -304,7 +267,7 @@ pub fn plan(input: &InPlaceInput<'_>) -> InPlacePlan {
     }
 }
 
-fn outcome(input: &InPlaceInput<'_>, views: &[&PodResizeView], pods: &[PodPlan]) -> InPlaceOutcome {
+fn outcome(input: &InPlaceInput<'_>, views: &[&PodFacts], pods: &[PodPlan]) -> InPlaceOutcome {
     let node_of = |name: &str| {
         views
             .iter()
@@ -372,8 +335,27 @@ pub fn refusal_or_fallback(
     node: Option<String>,
     resize_back: Vec<String>,
 ) -> InPlaceOutcome {
-    let daemonset = input.kind == WorkloadKind::DaemonSet;
-    if !daemonset && input.rollout_safe {
+    let mut outcome = fallback_or_refusal(input.kind, input.rollout_safe, reason, message, node);
+    if let InPlaceOutcome::Refused {
+        resize_back: back, ..
+    } = &mut outcome
+    {
+        *back = resize_back;
+    }
+    outcome
+}
+
+/// [`refusal_or_fallback`] for a workload of `kind` whose rollout is `rollout_safe` or
+/// not, with no pod to resize back.
+pub fn fallback_or_refusal(
+    kind: WorkloadKind,
+    rollout_safe: bool,
+    reason: FallbackReason,
+    message: String,
+    node: Option<String>,
+) -> InPlaceOutcome {
+    let daemonset = kind == WorkloadKind::DaemonSet;
+    if !daemonset && rollout_safe {
         return InPlaceOutcome::FallBack { reason, message };
     }
     let why = if daemonset {
@@ -390,77 +372,6 @@ pub fn refusal_or_fallback(
         fallback_reason: reason,
         message: format!("{message}{on}; fallback {} refused: {why}", reason.as_str()),
         node,
-        resize_back,
-    }
-}
-
-/// Reads a pod into the view the state machine needs. `revision` is the workload's current
-/// revision hash (`pod-template-hash` or `controller-revision-hash`); `None` counts every
-/// pod as current.
-pub fn view_of(
-    pod: &Pod,
-    revision: Option<&str>,
-    completed_at: Option<DateTime<Utc>>,
-) -> PodResizeView {
-    let labels = pod.metadata.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-    let current_revision = revision.is_none_or(|r| {
-        label("pod-template-hash") == Some(r) || label("controller-revision-hash") == Some(r)
-    });
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
-    // Containers, then restartable init containers (sidecars, design D8).
-    let sidecars = spec
-        .and_then(|s| s.init_containers.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
-    let spec_list = spec
-        .map(|s| s.containers.iter())
-        .into_iter()
-        .flatten()
-        .chain(sidecars.clone())
-        .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
-        .collect();
-    let sidecar_names: Vec<&str> = sidecars.map(|c| c.name.as_str()).collect();
-    let init_statuses = status
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| sidecar_names.contains(&c.name.as_str()));
-    let status_list = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .chain(init_statuses)
-        .map(|c| (c.name.clone(), from_k8s(c.resources.as_ref())))
-        .collect();
-    let conditions = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| {
-            c.type_ == POD_CONDITION_RESIZE_PENDING || c.type_ == POD_CONDITION_RESIZE_IN_PROGRESS
-        })
-        .filter(|c| c.status == "True")
-        .map(|c| ResizeCondition {
-            type_: c.type_.clone(),
-            reason: c.reason.clone(),
-            message: c.message.clone(),
-            since: c
-                .last_transition_time
-                .as_ref()
-                .and_then(|t| super::to_chrono(&t.0)),
-        })
-        .collect();
-    PodResizeView {
-        name: pod.metadata.name.clone().unwrap_or_default(),
-        node: spec.and_then(|s| s.node_name.clone()),
-        spec: spec_list,
-        status: status_list,
-        conditions,
-        terminating: pod.metadata.deletion_timestamp.is_some(),
-        current_revision,
-        completed_at,
+        resize_back: Vec::new(),
     }
 }

@@ -54,14 +54,16 @@ fn arrow(from: &ResourceValues, to: &ResourceValues, r: Resource) -> Option<Stri
 /// How the change is carried: `in place on 3 pods`, `by rollout`, `by a rollout in a
 /// maintenance window`.
 pub fn carrier(change: &ChangeRecord) -> String {
-    match change.strategy {
-        Strategy::InPlace => match change.progress.as_ref().map(|p| p.pods_total) {
+    if change.strategy.resizes_pods() {
+        return match change.progress.as_ref().map(|p| p.pods_total) {
             Some(1) => "in place on 1 pod".to_owned(),
             Some(n) => format!("in place on {n} pods"),
             None => "in place".to_owned(),
-        },
-        Strategy::Rollout => "by rollout".to_owned(),
+        };
+    }
+    match change.strategy {
         Strategy::Deferred => "by a rollout in a maintenance window".to_owned(),
+        _ => "by rollout".to_owned(),
     }
 }
 
@@ -95,7 +97,7 @@ pub fn rolled_back(change: &ChangeRecord, restored: &[Resource], signal: &str) -
 /// The `released` message: the resources, their modes and the values kerf let go of.
 pub fn released(change: &ChangeRecord, resources: &[Resource], modes: (&str, &str)) -> String {
     let names: Vec<&str> = resources.iter().map(|r| r.as_str()).collect();
-    let keep = if change.strategy == Strategy::InPlace {
+    let keep = if change.strategy.resizes_pods() {
         "; running pods keep them, new pods get the template's"
     } else {
         "; the template's fields are handed back"
@@ -112,7 +114,7 @@ pub fn released(change: &ChangeRecord, resources: &[Resource], modes: (&str, &st
 /// The `released Reverted` message: the values put back and how, and that Kerf holds the
 /// workload until the annotation goes.
 pub fn reverted(change: &ChangeRecord) -> String {
-    let how = if change.strategy == Strategy::InPlace {
+    let how = if change.strategy.resizes_pods() {
         "the running pods run the template's values"
     } else {
         "the template has its values from before Kerf's change and kerf handed its fields over"

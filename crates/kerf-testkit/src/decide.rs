@@ -1,10 +1,14 @@
-//! A workload that passes every check, and small edits that make one check fail.
+//! The pure core's fixture (feature `decide`): a workload that passes every check, and
+//! small edits that make one check fail; [`health`] has the health watch's, [`status`] the
+//! rsr status built from a decision.
 //!
 //! The base: Deployment `payments/checkout`, 3 replicas, container `app` with requests
 //! cpu 500m / memory 256Mi and a memory limit of 512Mi; the hub recommends cpu 250m and
 //! memory 256Mi (only CPU moves) with confidence 0.9 over 240h; mode auto-patch.
-
-#![allow(dead_code)]
+//!
+//! kerf-decide's integration tests use it as well (a dev-dependency cycle cargo allows:
+//! they and this crate link the one kerf-decide library); its unit tests cannot, since
+//! their kerf-decide is a copy of its own.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +30,9 @@ use kerf_decide::hpa::{HpaInput, HpaMetric};
 use kerf_decide::pipeline::{Block, Decision, Outcome, Skip};
 use kerf_decide::replicas::ReplicaInput;
 use kerf_decide::select::WorkloadMeta;
+
+pub mod health;
+pub mod status;
 
 pub const MI: i64 = 1 << 20;
 
@@ -84,6 +91,8 @@ fn pod(i: usize) -> PodFacts {
             requests: values(Some(500), Some(256 * MI)),
             limits: values(None, Some(512 * MI)),
         }],
+        current_revision: true,
+        ..PodFacts::default()
     }
 }
 
@@ -352,9 +361,17 @@ pub fn effective_with(
         namespace,
         serde_json::from_value(spec).unwrap(),
     )];
+    effective_under(&workload_meta(namespace, annotations), &policies)
+}
+
+/// The effective policy of `workload` under `policies`, with no other layer set.
+pub fn effective_under(
+    workload: &WorkloadMeta,
+    policies: &[kerf_api::policy::RightsizingPolicy],
+) -> EffectivePolicy {
     kerf_decide::effective::effective_policy(&kerf_decide::effective::PolicyInputs {
-        workload: &workload_meta(namespace, annotations),
-        policies: &policies,
+        workload,
+        policies,
         hub_fleet: None,
         hub_cluster: None,
         cluster_defaults: None,

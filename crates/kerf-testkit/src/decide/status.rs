@@ -1,16 +1,34 @@
-//! The status the agent builds from a real decision, for the rsr view tests.
-#![allow(dead_code)]
+//! The rsr status built from a real decision, as the agent builds it, for the tests of
+//! what `kubectl get rsr` and `kubectl describe rsr` show.
 
 use chrono::Duration;
-use kerf_agent::status::{self, StatusInput};
+use kerf_api::policy::Mode;
 use kerf_api::rsr::{ChangeProgress, ChangeRecord, ChangeState, RightsizingRecommendationStatus};
 use kerf_api::{Resource, ResourceValues};
 use kerf_decide::effective::EffectivePolicy;
 use kerf_decide::facts::Facts;
+use kerf_decide::status::{self, StatusInput};
 
-use kerf_api::policy::Mode;
+use super::{MI, applied_change, facts, now, policy, q, recommendation, set_mode, values};
 
-use super::pipeline_fixture::{self, MI, facts, now, policy, q, recommendation, set_mode, values};
+/// The status of an rsr that decides nothing because of `invalid` (a spec that does not
+/// convert, a refused recommendation), its recommendation `withdrawn` or not.
+pub fn invalid_only(
+    invalid: &[status::Invalid],
+    withdrawn: bool,
+) -> RightsizingRecommendationStatus {
+    status::build_status(&StatusInput {
+        previous: &RightsizingRecommendationStatus::default(),
+        decision: None,
+        facts: None,
+        policy_name: None,
+        generation: Some(1),
+        invalid,
+        rollout_in_progress: false,
+        withdrawn,
+        now: now(),
+    })
+}
 
 /// Decides on `f` (its state taken from `prev`) and builds the status as the agent does.
 pub fn build(
@@ -47,7 +65,7 @@ pub fn build_after(f: &mut Facts, change: ChangeRecord) -> RightsizingRecommenda
 
 /// An in-place change of `app` from 500m/512Mi to 300m/384Mi in `state`, live 2h ago.
 pub fn in_place_change(state: ChangeState) -> ChangeRecord {
-    let mut c = pipeline_fixture::applied_change(Duration::hours(2), state);
+    let mut c = applied_change(Duration::hours(2), state);
     c.resources = Resource::ALL.to_vec();
     c.containers[0].from.requests = ResourceValues {
         cpu: q("500m"),

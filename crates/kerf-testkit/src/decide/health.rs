@@ -1,6 +1,5 @@
-//! Helpers of the health tests: the start of a change and an in-place watch from it with
+//! The health watch's fixture: the start of a change and an in-place watch from it with
 //! the built-in thresholds.
-#![allow(dead_code)]
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use kerf_api::policy::Strategy;

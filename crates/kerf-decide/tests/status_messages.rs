@@ -1,24 +1,20 @@
-//! Rows and messages that agree with what they show, built by the agent's own status,
-//! summary and report code from a real decision: a released workload back in auto-patch
-//! no longer reads Released/ModeChanged, a MODE set by an annotation says so, an annotation
-//! key Kerf does not read is named (Valid=False, once as a Warning) without changing
-//! REASON, a NoSignificantChange event names only values that stay, and a refused
-//! recommendation warns once per recommendation id.
+//! Rows and conditions that agree with what they show, built by the status and summary
+//! code from a real decision: a released workload back in auto-patch no longer reads
+//! Released/ModeChanged, a MODE set by an annotation says so, an annotation key Kerf does
+//! not read is named (Valid=False, once as a Warning) without changing REASON, a block
+//! names itself on the Blocked condition, and a refused recommendation warns once per
+//! recommendation id.
 
-#[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
-mod pipeline_fixture;
-mod status_support;
+use kerf_testkit::decide as pipeline_fixture;
 
-use kerf_agent::reconcile::report;
-use kerf_agent::status;
 use kerf_api::condition::{Condition, ConditionStatus};
-use kerf_api::event::{EventType, EventWorkload};
-use kerf_api::policy::Mode;
+use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{ChangeState, Phase, RightsizingRecommendationStatus};
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{Layer, Sourced};
+use kerf_decide::status;
+use pipeline_fixture::status::{build, in_place_change, invalid_only};
 use pipeline_fixture::{effective_with, now, policy, set_mode, template};
-use status_support::{build, in_place_change};
 
 fn released() -> RightsizingRecommendationStatus {
     RightsizingRecommendationStatus {
@@ -132,47 +128,44 @@ fn an_unknown_annotation_key_is_named_on_valid_and_warned_once_but_keeps_reason(
     assert_eq!(status::invalid_warning(&s, &again), None);
 }
 
-// rule: GR-24
+fn blocked(s: &RightsizingRecommendationStatus) -> Option<(ConditionStatus, String, String)> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == wk::CONDITION_BLOCKED)
+        .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+}
+
+// rule: GR-39
 #[test]
-fn a_no_significant_change_event_lists_no_value_that_would_move() {
-    // cpu (auto-patch) stays at 300m; memory (audit) would move 512Mi -> 384Mi.
-    let mut f = template(300, 512, "300m", "384Mi");
-    let mut p = policy();
-    set_mode(&mut p, Mode::AutoPatch, Mode::Audit);
-    f.state = Default::default();
-    let d = kerf_decide::decide(&f, &p, now());
-    let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
-    let workload = EventWorkload {
-        namespace: "payments".into(),
-        kind: "Deployment".into(),
-        name: "checkout".into(),
-    };
-    let mut reports = report::reports(&d, &workload, "rec-1", now());
-    report::add_requests(&mut reports, s.summary.as_ref());
-    let message = |reason: &str| {
-        reports
-            .iter()
-            .find(|r| r.event.reason == reason)
-            .and_then(|r| r.event.message.clone())
-            .unwrap_or_default()
-    };
+fn a_block_sets_the_blocked_condition_with_its_reason_and_message() {
+    let mut f = template(300, 384, "250m", "300Mi");
+    let none = RightsizingRecommendationStatus::default();
+    let s = build(&mut f, &policy(), &none);
     assert_eq!(
-        message(wk::REASON_NO_SIGNIFICANT_CHANGE),
-        "no value would move by the tolerance of 5 % or more: cpu 300m; memory is in mode audit"
+        blocked(&s),
+        Some((
+            ConditionStatus::False,
+            wk::CONDITION_REASON_NOT_BLOCKED.into(),
+            String::new()
+        ))
     );
-    // The mode's own skip of memory shows the columns, memory's move included.
+    // A change that went in two hours ago: the cooldown blocks the next one.
+    let mut change = in_place_change(ChangeState::Applied);
+    change.strategy = Strategy::Rollout;
+    let prev = RightsizingRecommendationStatus {
+        change: Some(change),
+        ..Default::default()
+    };
+    let s = build(&mut f, &policy(), &prev);
+    let d = kerf_decide::decide(&f, &policy(), now());
+    let kerf_decide::Outcome::Block(b) = &d.outcome else {
+        panic!("expected a block: {:?}", d.outcome);
+    };
+    assert!(!d.message.is_empty());
     assert_eq!(
-        message(wk::REASON_MODE_AUDIT),
-        format!(
-            "{} (cpu 300m, memory 512Mi\u{2192}384Mi)",
-            d.reports
-                .iter()
-                .find(|r| r.reason == wk::REASON_MODE_AUDIT)
-                .map(|r| r.message.clone())
-                .unwrap_or_default()
-        )
+        blocked(&s),
+        Some((ConditionStatus::True, b.reason.into(), d.message.clone()))
     );
-    assert!(reports.iter().all(|r| r.event.type_ == EventType::Skipped));
 }
 
 fn refused(id: &str) -> RightsizingRecommendationStatus {
@@ -182,17 +175,7 @@ fn refused(id: &str) -> RightsizingRecommendationStatus {
             "recommendation {id:?} refused: spec.containers[0].requests.cpu: \"12Q\" is not a quantity"
         ),
     }];
-    status::build_status(&status::StatusInput {
-        previous: &RightsizingRecommendationStatus::default(),
-        decision: None,
-        facts: None,
-        policy_name: None,
-        generation: Some(1),
-        invalid: &invalid,
-        rollout_in_progress: false,
-        withdrawn: true,
-        now: now(),
-    })
+    invalid_only(&invalid, true)
 }
 
 #[test]

@@ -1,16 +1,11 @@
 //! What `kubectl get rsr` and `kubectl describe rsr` show, built by the pure status and
 //! summary code from a real decision: CPU and MEMORY as the pods are meant to run them,
 //! `current→recommended` in every mode, REASON of the phase, the `-o wide` fields, the
-//! Progressing rule, event ids and messages with values.
+//! Progressing rule, skip and block messages with the requests.
 
-#[path = "../../kerf-decide/tests/pipeline_fixture/mod.rs"]
-mod pipeline_fixture;
-mod status_support;
+use kerf_testkit::decide as pipeline_fixture;
 
 use chrono::Duration;
-use kerf_agent::event_text;
-use kerf_agent::intent;
-use kerf_agent::status::{self, Invalid, StatusInput};
 use kerf_api::Resource;
 use kerf_api::policy::{Mode, Strategy};
 use kerf_api::rsr::{
@@ -20,8 +15,9 @@ use kerf_api::rsr::{
 use kerf_api::wellknown as wk;
 use kerf_decide::effective::{Layer, PolicyProblem};
 use kerf_decide::facts::Facts;
+use kerf_decide::status::{self, Invalid, StatusInput, text};
+use pipeline_fixture::status::{audit_status, build, build_after, in_place_change};
 use pipeline_fixture::{MI, facts, now, policy, recommendation, set_mode, set_strategy, values};
-use status_support::{audit_status, build, build_after, in_place_change};
 
 fn cells(s: &RightsizingRecommendationStatus) -> (String, String, String) {
     let sum = s.summary.clone().unwrap_or_default();
@@ -254,86 +250,6 @@ fn progressing_shows_only_for_workloads_changed_by_rollout() {
     assert!(has_progressing(&rolling));
 }
 
-// rule: design D25
-#[test]
-fn a_new_change_records_only_the_applied_event_id() {
-    let mut f = checkout();
-    let d = kerf_decide::decide(&f, &policy(), now());
-    let kerf_decide::Outcome::Apply(plan) = &d.outcome else {
-        panic!("expected a change: {:?}", d.outcome);
-    };
-    let mut change = intent::new_change(plan, now());
-    assert!(change.event_ids.applied.is_some());
-    assert_eq!(change.event_ids.fallback, None);
-    assert_eq!(change.event_ids.rolled_back, None);
-    assert_eq!(change.event_ids.released, None);
-    assert_eq!(change.event_ids.failed, None);
-    // Allocated once the outcome is decided, and kept from then on.
-    let id = intent::allocate(&mut change.event_ids.rolled_back);
-    assert_eq!(change.event_ids.rolled_back, Some(id.to_string()));
-    assert_eq!(intent::allocate(&mut change.event_ids.rolled_back), id);
-    f.state.change = Some(change);
-}
-
-#[test]
-fn event_messages_carry_the_values() {
-    let change = in_place_change(ChangeState::Applied);
-    assert_eq!(
-        event_text::applied(&change),
-        "cpu 500m→300m, memory 512Mi→384Mi in place on 3 pods"
-    );
-    let w = kerf_api::event::EventWorkload {
-        namespace: "shop".into(),
-        kind: "Deployment".into(),
-        name: "checkout".into(),
-    };
-    let e = intent::applied_event(&change, w.clone(), None, now());
-    assert_eq!(
-        e.message.as_deref(),
-        Some("cpu 500m→300m, memory 512Mi→384Mi in place on 3 pods")
-    );
-    assert_eq!(
-        event_text::rolled_back(&change, &[Resource::Memory], "1 OOM kill"),
-        "1 OOM kill: restored memory 384Mi→512Mi"
-    );
-    let released = intent::released_event(
-        &change,
-        w.clone(),
-        &[Resource::Cpu],
-        uuid::Uuid::new_v4(),
-        ("auto-patch", "audit"),
-        now(),
-    );
-    let text = released.message.unwrap_or_default();
-    assert!(text.contains("cpu 500m→300m"), "{text}");
-    let mut rollout = change.clone();
-    let fb = intent::fallback_event(
-        &mut rollout,
-        w.clone(),
-        "ResizeInfeasible",
-        "node full",
-        now(),
-    );
-    assert_eq!(
-        fb.message.as_deref(),
-        Some("cpu 500m→300m, memory 512Mi→384Mi now by rollout: node full")
-    );
-    assert_eq!(rollout.event_ids.fallback, Some(fb.id.to_string()));
-    let failed = intent::failed_event(
-        &change,
-        w,
-        wk::REASON_RESIZE_ERROR,
-        &event_text::failed(&change, "resize", "forbidden"),
-        now(),
-    );
-    assert!(
-        failed
-            .message
-            .unwrap_or_default()
-            .starts_with("resize of cpu 500m→300m"),
-    );
-}
-
 #[test]
 fn skip_and_block_messages_carry_the_requests() {
     let mut f = facts();
@@ -344,7 +260,7 @@ fn skip_and_block_messages_carry_the_requests() {
     let s = build(&mut f, &p, &RightsizingRecommendationStatus::default());
     let sum = s.summary.clone().unwrap_or_default();
     assert_eq!(
-        event_text::with_requests("cpu and memory are in mode audit", &sum),
+        text::with_requests("cpu and memory are in mode audit", &sum),
         "cpu and memory are in mode audit (cpu 800m→400m, memory 2Gi→1536Mi)"
     );
 }
