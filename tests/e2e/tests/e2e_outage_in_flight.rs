@@ -286,8 +286,7 @@ async fn an_outage_with_changes_at_every_stage_sends_no_write_and_each_completes
     );
     eprintln!("in-place pods at the outage's start: {inplace_cpu:?}");
 
-    // After the return: every change done under the id it had, within 30 s (the OnDelete
-    // replacement, one pod at a time with 3 s of settle each, within 60 s).
+    // After the return: every change done under the id it had.
     ready(port).await?;
     every_change_done_once(&env, &names, &started).await?;
     drop(agent);
@@ -373,16 +372,18 @@ async fn every_stage_in_flight(
 }
 
 /// After the return: every change done under the id it had at the outage's start
-/// (`started`), within 30 s (the OnDelete replacement, one pod at a time with 3 s of
-/// settle each, within 60 s), the pods at the recorded values and each event once at the
-/// hub.
+/// (`started`), the pods at the recorded values and each event once at the hub. Done
+/// takes about 25 s on a quiet machine: what is left of the canary's 40 s hold, then the
+/// writes queued behind it at one a second and the OnDelete replacement with 3 s of settle
+/// a pod. The wait allows for a loaded machine; what is checked is that each completes,
+/// once, not how fast.
 async fn every_change_done_once(
     env: &Env,
     names: &[&str],
     started: &BTreeMap<String, (String, String)>,
 ) -> anyhow::Result<()> {
     let waited = Instant::now();
-    let done = eventually("every change done", Duration::from_secs(60), || async {
+    let done = eventually("every change done", Duration::from_secs(150), || async {
         let r = rsrs(env, names).await?;
         let state = |n: &str| {
             change(&r[n])["state"]

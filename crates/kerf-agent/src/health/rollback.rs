@@ -108,6 +108,15 @@ impl Watcher {
         a.failed
     }
 
+    /// Makes every restore attempt due now, keeping the failures counted (the API server
+    /// answers again after an outage).
+    pub fn retry_now(&self) {
+        let mut map = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        for a in map.values_mut() {
+            a.next = None;
+        }
+    }
+
     /// When the next restore attempt of `change_id` is due, if that is after `now`.
     pub fn retry_not_due(&self, change_id: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let map = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
@@ -201,4 +210,30 @@ pub enum RestoreError {
     NotLeader,
     /// A write failed; retried with backoff.
     Failed(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::ThrottlingSource;
+
+    #[test]
+    fn an_api_return_makes_every_restore_due_and_keeps_the_failures_counted() {
+        let w = Watcher::with_source(ThrottlingSource::Off, Duration::minutes(5));
+        let now = Utc::now();
+        for id in ["a", "b"] {
+            for _ in 0..4 {
+                w.attempts_of(id, |a| {
+                    a.failed += 1;
+                    a.next = Some(now + backoff(a.failed));
+                });
+            }
+        }
+        assert_eq!(w.retry_not_due("a", now), Some(now + backoff(4)));
+        w.retry_now();
+        assert_eq!(w.retry_not_due("a", now), None);
+        assert_eq!(w.retry_not_due("b", now), None);
+        // The count stands: the round of retries ends where it would have.
+        assert_eq!(w.attempts_of("a", |_| {}), 4);
+    }
 }

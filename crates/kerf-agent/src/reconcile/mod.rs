@@ -298,6 +298,7 @@ impl Reconciler {
         let mut shutdown = self.ctx.shutdown.clone();
         let mut leader = self.ctx.leader.clone();
         let mut webhook_certificate = self.ctx.webhook_certificate.clone();
+        let mut api_up = self.ctx.api_health.subscribe();
         self.restore_pending();
         self.wait_first_poll().await;
         // What the first mirroring mirrors is seen: only a later change of the hub state
@@ -356,6 +357,7 @@ impl Reconciler {
                 _ = leader.changed() => if !self.ctx.may_write() { break },
                 // In-place changes held for the certificate go in once it is usable.
                 r = webhook_certificate.changed() => if r.is_ok() { dirty = self.every_key("webhook certificate") },
+                r = api_up.changed() => if r.is_ok() && *api_up.borrow_and_update() { dirty = self.api_returned() },
             }
         }
         // The passes that started end as they would have: each checks the lease before
@@ -363,6 +365,15 @@ impl Reconciler {
         while let Some(ended) = running.next().await {
             self.finish(&mut queue, ended);
         }
+    }
+
+    /// The API server answers again after an outage: what failed during it is retried at
+    /// once, every workload's pass and every rollback's restore, instead of at the end of a
+    /// backoff that grew while nothing could succeed.
+    fn api_returned(&mut self) -> BTreeSet<WorkloadKey> {
+        self.memory.schedule.backoff.clear();
+        self.watcher.retry_now();
+        self.every_key("API server back")
     }
 
     /// The workloads due when the loop's timer fired: those whose own timer is due, every
