@@ -109,6 +109,11 @@ chart-lint: $(if $(filter $(HELM_BIN),$(HELM)),$(HELM_BIN))
 		--set health.cadvisorFallback=true --set hub.tokenSecret.name=kerf-hub-token \
 		--set-json 'clusterDefaults={"mode":"audit","guardrails":{"cooldown":"12h"}}' \
 		--set-json 'freeze.windows=[{"schedule":"0 18 * * 5","duration":"62h"}]' > /dev/null
+	$(HELM) template kerf-agent $(CHART) -n kerf-system --set clusterName=lint \
+		--set-json 'scope.namespaces=["team-a","team-b"]' --set recommendations.source=vpa \
+		--set scope.workloadSelector=kerf.example.com/managed=true > /dev/null
+	$(HELM) template kerf-agent $(CHART) -n kerf-system --set clusterName=lint \
+		--set-json 'scope.namespaceSelector="team in (a,b),!legacy"' > /dev/null
 
 ## image: build the agent image from the Dockerfile as $(IMAGE):$(IMAGE_TAG)
 image:
