@@ -105,11 +105,17 @@ set_versions() {
     "$root/charts/kerf-agent/Chart.yaml"
   sed -i "/^image:/,/^[^ ]/ s/^  tag: .*/  tag: \"$v\"/" "$root/charts/kerf-agent/values.yaml"
   sed -i "s/^ARG VERSION=.*/ARG VERSION=$v/" "$root/Dockerfile"
-  # Cargo rewrites the workspace's own entries of each lock file.
+  # Cargo rewrites the workspace's own entries of its lock file.
   cargo update --workspace --offline --quiet --manifest-path "$root/Cargo.toml"
-  if [ -f "$root/fuzz/Cargo.toml" ]; then
-    cargo update --offline --quiet --manifest-path "$root/fuzz/Cargo.toml" \
-      -p kerf-agent -p kerf-api -p kerf-decide
+  # The fuzz crate's lock names the workspace's crates at their version: rewritten in place.
+  # (cargo would resolve the fuzz crate's whole graph, libfuzzer-sys included, which a
+  # machine that never built the fuzz targets does not have offline.)
+  if [ -f "$root/fuzz/Cargo.lock" ]; then
+    awk -v v="$v" '
+      /^name = "kerf-(agent|api|decide)"$/ { ours = 1; print; next }
+      ours && /^version = / { print "version = \"" v "\""; ours = 0; next }
+      { ours = 0; print }' "$root/fuzz/Cargo.lock" >"$root/fuzz/Cargo.lock.new"
+    mv "$root/fuzz/Cargo.lock.new" "$root/fuzz/Cargo.lock"
   fi
 }
 

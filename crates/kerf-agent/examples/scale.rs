@@ -11,7 +11,9 @@
 //! Run: `cargo build --release -p kerf-agent && cargo run --release -p kerf-agent --example
 //! scale -- --workloads 1000 --pods-per-workload 10`. `--baseline FILE` compares the run
 //! with a committed baseline and exits 1 when the time to phase or the RSS exceeds it by
-//! more than 25 %.
+//! more than 25 %. `--scoped-namespaces K` runs the agent scoped to the first K of the
+//! ten namespaces (`--scope-namespaces`), so that it manages K tenths of the workloads
+//! while the cluster holds them all: the pass then waits for those workloads' rsrs only.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -46,6 +48,27 @@ struct Args {
     agent_log: String,
     /// A command the agent runs under (a profiler), split at spaces.
     agent_wrapper: Option<String>,
+    /// The agent manages the first this many namespaces only (all when `None`).
+    scoped_namespaces: Option<usize>,
+}
+
+impl Args {
+    /// Whether the agent manages workload `d`.
+    fn in_scope(&self, d: usize) -> bool {
+        self.scoped_namespaces.is_none_or(|k| d % NAMESPACES < k)
+    }
+
+    /// Whether workload `d` gets a change: spread evenly over the workloads, or, in a
+    /// scoped run, over the workloads of each namespace (the namespaces take the workloads
+    /// in turn, so a spread over all of them could miss the managed ones).
+    fn is_change(&self, d: usize) -> bool {
+        let i = if self.scoped_namespaces.is_some() {
+            d / NAMESPACES
+        } else {
+            d
+        };
+        is_change(i, self.change_share)
+    }
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -58,6 +81,7 @@ fn parse_args() -> anyhow::Result<Args> {
         agent_args: Vec::new(),
         agent_log: "warn".to_owned(),
         agent_wrapper: None,
+        scoped_namespaces: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -74,10 +98,21 @@ fn parse_args() -> anyhow::Result<Args> {
             "--agent-arg" => a.agent_args.push(value()?),
             "--agent-log" => a.agent_log = value()?,
             "--agent-wrapper" => a.agent_wrapper = Some(value()?),
+            "--scoped-namespaces" => {
+                let k: usize = value()?.parse()?;
+                anyhow::ensure!(
+                    (1..=NAMESPACES).contains(&k),
+                    "--scoped-namespaces takes 1 to {NAMESPACES}"
+                );
+                let list: Vec<String> = (0..k).map(|n| format!("scale-{n}")).collect();
+                a.agent_args
+                    .push(format!("--scope-namespaces={}", list.join(",")));
+                a.scoped_namespaces = Some(k);
+            }
             other => anyhow::bail!(
                 "unknown argument {other}; known: --workloads --pods-per-workload \
                  --change-share --idle-seconds --baseline --agent-arg --agent-log \
-                 --agent-wrapper"
+                 --agent-wrapper --scoped-namespaces"
             ),
         }
     }
@@ -149,7 +184,7 @@ fn is_change(d: usize, share: f64) -> bool {
 fn recommendations(args: &Args) -> anyhow::Result<Vec<kerf_api::hub::Recommendation>> {
     (0..args.workloads)
         .map(|d| {
-            let (cpu, mem) = if is_change(d, args.change_share) {
+            let (cpu, mem) = if args.is_change(d) {
                 ("100m", "128Mi")
             } else {
                 ("200m", "256Mi")
@@ -407,8 +442,9 @@ async fn measure_pass(
         agent.get("/readyz").await.is_some_and(|(c, _)| c == 200)
     })
     .await?;
-    let n = args.workloads;
-    let changes = (0..n).filter(|d| is_change(*d, args.change_share)).count();
+    let managed = (0..args.workloads).filter(|d| args.in_scope(*d));
+    let n = managed.clone().count();
+    let changes = managed.filter(|d| args.is_change(*d)).count();
     let phase_s =
         sync_s + wait_counts("every rsr with a phase", &mut counts, limit, |c| c.0 >= n).await?;
     let applied_s = phase_s
@@ -518,6 +554,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     Ok(json!({
         "workloads": args.workloads, "pods_per_workload": args.pods,
         "change_share": args.change_share,
+        "scoped_namespaces": args.scoped_namespaces,
+        "workloads_in_scope": (0..args.workloads).filter(|d| args.in_scope(*d)).count(),
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),
         "rss_kib": rss, "hwm_kib": hwm, "settle_s": round(settle_s),

@@ -16,6 +16,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kerf_agent::cli::{Cli, Command};
 use kerf_agent::scope::Scope;
 use kerf_api::event::{Event, EventType};
+use kerf_api::hub::Recommendation;
 use kerf_api::wellknown::REASON_OUT_OF_SCOPE;
 use kerf_sim::api::audit::AuditRecord;
 use kube::Api;
@@ -120,24 +121,7 @@ async fn a_namespace_outside_the_scope_gets_no_rsr_no_write_and_one_skip() -> an
         return Ok(());
     };
     let (a, b) = (env.ns.clone(), format!("{}-b", env.ns));
-    ensure_namespace(&env.client, &b, true).await?;
-    env.deployment("web", 1, "200m", "256Mi").await?;
-    deployment(&env, &b, "web", json!({})).await?;
-    env.wait_ready("web", 1).await?;
-    // One policy selects both namespaces: only the scope keeps the agent out of `b`.
-    let mut spec = e2e_support::policy_spec(&a, "auto-patch", "in-place");
-    spec["selector"]["namespaces"] = json!([a, b]);
-    env.policy("both", spec).await?;
-    let out = kerf_testkit::hub_recommendation(
-        [&b, "Deployment", "web"],
-        "rec-b-1",
-        ["150m", "200Mi"],
-        "0.9",
-    )?;
-    env.recommend(vec![
-        env.recommendation("web", "150m", "200Mi", "0.9")?,
-        out.clone(),
-    ]);
+    let out = two_namespaces(&env, &b).await?;
     let mut settings = env.settings(&AgentOptions::default())?;
     settings.scope = scope_of(&["--scope-namespaces", &a])?;
     let started = last_seq(&env);
@@ -147,8 +131,57 @@ async fn a_namespace_outside_the_scope_gets_no_rsr_no_write_and_one_skip() -> an
     for p in env.wait_ready("web", 1).await? {
         assert_pod_requests(&p, "150m", "200Mi");
     }
-    wait_out_of_scope(&env, &b, "web", 1).await?;
-    let e = &out_of_scope_events(&env, &b, "web")[0];
+    skipped_once(&env, &b, out).await?;
+    nothing_made_or_written_in(&env, &b, started).await?;
+
+    // A new recommendation for the workload is reported once too.
+    let newer = kerf_testkit::hub_recommendation(
+        [&b, "Deployment", "web"],
+        "rec-b-2",
+        ["120m", "200Mi"],
+        "0.9",
+    )?;
+    env.recommend(vec![
+        env.recommendation("web", "140m", "200Mi", "0.9")?,
+        newer,
+    ]);
+    wait_out_of_scope(&env, &b, "web", 2).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(out_of_scope_events(&env, &b, "web").len(), 2);
+    env.stop_agent().await;
+    Ok(())
+}
+
+/// Deployment `web` in the harness's namespace (Ready) and in `b`, one policy selecting
+/// both (only the scope keeps the agent out of `b`), and a recommendation for each; gives
+/// the one for `b`.
+async fn two_namespaces(env: &Env, b: &str) -> anyhow::Result<Recommendation> {
+    let a = env.ns.clone();
+    ensure_namespace(&env.client, b, true).await?;
+    env.deployment("web", 1, "200m", "256Mi").await?;
+    deployment(env, b, "web", json!({})).await?;
+    env.wait_ready("web", 1).await?;
+    let mut spec = e2e_support::policy_spec(&a, "auto-patch", "in-place");
+    spec["selector"]["namespaces"] = json!([a, b]);
+    env.policy("both", spec).await?;
+    let out = kerf_testkit::hub_recommendation(
+        [b, "Deployment", "web"],
+        "rec-b-1",
+        ["150m", "200Mi"],
+        "0.9",
+    )?;
+    env.recommend(vec![
+        env.recommendation("web", "150m", "200Mi", "0.9")?,
+        out.clone(),
+    ]);
+    Ok(out)
+}
+
+/// The recommendation `out` for `b/web` is reported skipped `OutOfScope` once, naming the
+/// setting, and stays reported once through polls and a new hub state.
+async fn skipped_once(env: &Env, b: &str, out: Recommendation) -> anyhow::Result<()> {
+    wait_out_of_scope(env, b, "web", 1).await?;
+    let e = &out_of_scope_events(env, b, "web")[0];
     assert_eq!(e.recommendation_id.as_deref(), Some("rec-b-1"));
     let message = e.message.as_deref().unwrap_or_default();
     assert!(message.contains("scope.namespaces"), "{message}");
@@ -167,39 +200,25 @@ async fn a_namespace_outside_the_scope_gets_no_rsr_no_write_and_one_skip() -> an
     )
     .await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let events = out_of_scope_events(&env, &b, "web");
+    let events = out_of_scope_events(env, b, "web");
     assert_eq!(events.len(), 1, "{events:#?}");
+    Ok(())
+}
 
-    assert!(
-        rsrs_in(&env, &b).await?.is_empty(),
-        "an rsr was made in {b}"
-    );
+/// No rsr in `b`, no write there since request `started`, and its Deployment's template
+/// as it was made.
+async fn nothing_made_or_written_in(env: &Env, b: &str, started: u64) -> anyhow::Result<()> {
+    assert!(rsrs_in(env, b).await?.is_empty(), "an rsr was made in {b}");
     let in_b = format!("/namespaces/{b}/");
     assert!(
-        !writes_after(&env, 0, |p| p.contains(&in_b)).is_empty(),
+        !writes_after(env, 0, |p| p.contains(&in_b)).is_empty(),
         "the request log shows the Deployment made in {b} before the agent started"
     );
-    let writes = writes_after(&env, started, |p| p.contains(&in_b));
+    let writes = writes_after(env, started, |p| p.contains(&in_b));
     assert!(writes.is_empty(), "writes in {b}: {writes:#?}");
-    let api: Api<Deployment> = Api::namespaced(env.client.clone(), &b);
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), b);
     let d = serde_json::to_value(api.get("web").await?)?;
     e2e_support::assert_template_requests(&d, "200m", "256Mi");
-
-    // A new recommendation for the workload is reported once too.
-    let newer = kerf_testkit::hub_recommendation(
-        [&b, "Deployment", "web"],
-        "rec-b-2",
-        ["120m", "200Mi"],
-        "0.9",
-    )?;
-    env.recommend(vec![
-        env.recommendation("web", "140m", "200Mi", "0.9")?,
-        newer,
-    ]);
-    wait_out_of_scope(&env, &b, "web", 2).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(out_of_scope_events(&env, &b, "web").len(), 2);
-    env.stop_agent().await;
     Ok(())
 }
 
