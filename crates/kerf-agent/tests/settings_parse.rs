@@ -362,25 +362,20 @@ fn agent() -> Command {
 
 #[test]
 fn environment_variables_set_values() {
-    let out = agent()
-        .args(["run", "--print-settings"])
-        .env("KERF_CLUSTER_NAME", "from-env")
-        .env("KERF_TOLERANCE", "7.5")
-        .env("KERF_UNSUPPORTED_NODE_SELECTORS", "a=b,c=d;e=f")
-        .env("KERF_FREEZE_NOW", "true")
-        .env("KERF_LEADER_ELECTION", "false")
-        .env("KERF_HUB_STALE_AFTER", "45m")
-        .env("KERF_HUB_POLL_INTERVAL", "1.m")
-        .env("POD_NAMESPACE", "kerf-ns")
-        .env("POD_NAME", "agent-1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = kerf_testkit::printed_settings(
+        agent()
+            .args(["run", "--print-settings"])
+            .env("KERF_CLUSTER_NAME", "from-env")
+            .env("KERF_TOLERANCE", "7.5")
+            .env("KERF_UNSUPPORTED_NODE_SELECTORS", "a=b,c=d;e=f")
+            .env("KERF_FREEZE_NOW", "true")
+            .env("KERF_LEADER_ELECTION", "false")
+            .env("KERF_HUB_STALE_AFTER", "45m")
+            .env("KERF_HUB_POLL_INTERVAL", "1.m")
+            .env("POD_NAMESPACE", "kerf-ns")
+            .env("POD_NAME", "agent-1"),
+    )
+    .unwrap();
     assert_eq!(v["clusterName"], "from-env");
     assert_eq!(v["tolerance"], "7.5%");
     assert_eq!(
@@ -500,31 +495,26 @@ fn an_unknown_key_in_the_cluster_defaults_file_is_refused_naming_it() {
 
 #[test]
 fn print_settings_writes_the_units_the_flags_take() {
-    let out = agent()
-        .args([
-            "run",
-            "--print-settings",
-            "--cluster-name",
-            "c",
-            "--leader-identity",
-            "a",
-        ])
-        .args([
-            "--tolerance",
-            "5",
-            "--outbox-max-bytes",
-            "500Ki",
-            "--on-delete-settle",
-            "30s",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = kerf_testkit::printed_settings(
+        agent()
+            .args([
+                "run",
+                "--print-settings",
+                "--cluster-name",
+                "c",
+                "--leader-identity",
+                "a",
+            ])
+            .args([
+                "--tolerance",
+                "5",
+                "--outbox-max-bytes",
+                "500Ki",
+                "--on-delete-settle",
+                "30s",
+            ]),
+    )
+    .unwrap();
     assert_eq!(v["tolerance"], "5%");
     assert_eq!(v["outbox"]["maxBytes"], "500Ki");
     assert_eq!(v["onDelete"]["settle"], "30s");

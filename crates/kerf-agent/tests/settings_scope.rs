@@ -123,24 +123,19 @@ fn a_bad_scope_selector_stops_startup_with_code_2_and_no_panic() {
 
 #[test]
 fn the_scope_variables_set_the_scope_and_the_flag_wins() {
-    let out = agent()
-        .args(["run", "--print-settings", "--cluster-name", "c"])
-        .args([
-            "--leader-identity",
-            "a",
-            "--scope-workload-selector",
-            "team=web",
-        ])
-        .env("KERF_SCOPE_NAMESPACES", "a,b")
-        .env("KERF_SCOPE_WORKLOAD_SELECTOR", "team=api")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = kerf_testkit::printed_settings(
+        agent()
+            .args(["run", "--print-settings", "--cluster-name", "c"])
+            .args([
+                "--leader-identity",
+                "a",
+                "--scope-workload-selector",
+                "team=web",
+            ])
+            .env("KERF_SCOPE_NAMESPACES", "a,b")
+            .env("KERF_SCOPE_WORKLOAD_SELECTOR", "team=api"),
+    )
+    .unwrap();
     assert_eq!(v["scope"]["namespaces"], serde_json::json!(["a", "b"]));
     assert_eq!(v["scope"]["namespaceSelector"], serde_json::Value::Null);
     assert_eq!(v["scope"]["workloadSelector"], "team=web");

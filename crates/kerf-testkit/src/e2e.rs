@@ -54,6 +54,16 @@ pub use objects::{
     template_resources, watched_policy_spec,
 };
 
+/// The scope the agent's flags `flags` give, read as `kerf-agent run` reads them.
+pub fn scope_of(flags: &[&str]) -> anyhow::Result<kerf_agent::scope::Scope> {
+    let mut argv = vec!["kerf-agent", "run", "--cluster-name", CLUSTER];
+    argv.extend_from_slice(flags);
+    let Command::Run(args) = Cli::try_parse_from(argv)?.command else {
+        anyhow::bail!("not the run command");
+    };
+    Ok(Settings::from_args(&args, &|_| None)?.scope)
+}
+
 /// The cluster name the agent uses at the dev hub.
 pub const CLUSTER: &str = "e2e";
 /// The field manager of the workloads' owner, as after `kubectl apply`.
@@ -296,6 +306,23 @@ impl Env {
             anyhow::bail!("not the run command");
         };
         Ok(Settings::from_args(&args, &|_| None)?)
+    }
+
+    /// A client of the sim whose requests carry `user_agent`, so that the request log tells
+    /// them from the test's own; an error on a real cluster (no request log to read).
+    pub async fn client_as(&self, user_agent: &'static str) -> anyhow::Result<Client> {
+        use http::{HeaderName, HeaderValue};
+        let Some(sim) = self.sim.as_ref() else {
+            anyhow::bail!("the request log needs kerf-sim");
+        };
+        let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path())?;
+        let opts = kube::config::KubeConfigOptions::default();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await?;
+        config.headers.push((
+            HeaderName::from_static("user-agent"),
+            HeaderValue::from_static(user_agent),
+        ));
+        Ok(Client::try_from(config)?)
     }
 
     /// Starts an agent in this process (stopping a running one first).

@@ -45,4 +45,6 @@ pub use fixtures::{
 #[cfg(feature = "sim")]
 pub use kubectl::{KUBECTL, kubectl, kubectl_stdout, table};
 #[cfg(feature = "sim")]
-pub use process::{AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, spawn_with_stdout};
+pub use process::{
+    AgentBuild, KillOnDrop, agent_binary, agent_run, free_port, printed_settings, spawn_with_stdout,
+};

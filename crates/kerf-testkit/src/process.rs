@@ -93,3 +93,15 @@ pub fn agent_run(bin: &Path, cluster: &str, hub_url: &str, poll: &str) -> Comman
     }
     cmd
 }
+
+/// The settings `kerf-agent run --print-settings` printed, run as `cmd`; an error with the
+/// agent's standard error when it failed.
+pub fn printed_settings(cmd: &mut Command) -> anyhow::Result<serde_json::Value> {
+    let out = cmd.output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "kerf-agent run --print-settings failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}

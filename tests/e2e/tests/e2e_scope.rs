@@ -7,14 +7,11 @@ mod e2e_support;
 
 use std::time::Duration;
 
-use clap::Parser;
 use e2e_support::{
     AgentOptions, CLUSTER, Env, assert_pod_requests, assert_template_requests, ensure_namespace,
-    eventually, manager,
+    eventually, manager, scope_of,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use kerf_agent::cli::{Cli, Command};
-use kerf_agent::scope::Scope;
 use kerf_api::event::{Event, EventType};
 use kerf_api::hub::Recommendation;
 use kerf_api::wellknown::REASON_OUT_OF_SCOPE;
@@ -22,17 +19,6 @@ use kerf_sim::api::audit::AuditRecord;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-
-/// The scope the agent's flags `flags` give, read as `kerf-agent run` reads them.
-fn scope_of(flags: &[&str]) -> anyhow::Result<Scope> {
-    let mut argv = vec!["kerf-agent", "run", "--cluster-name", CLUSTER];
-    argv.extend_from_slice(flags);
-    let Command::Run(args) = Cli::try_parse_from(argv)?.command else {
-        anyhow::bail!("not the run command");
-    };
-    let settings = kerf_agent::settings::Settings::from_args(&args, &|_| None)?;
-    Ok(settings.scope)
-}
 
 /// Deployment `ns/name` of one pod requesting 200m/256Mi, labelled `app: <name>` and
 /// `labels`.

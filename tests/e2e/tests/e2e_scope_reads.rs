@@ -8,15 +8,11 @@ mod e2e_support;
 
 use std::sync::Arc;
 
-use clap::Parser;
-use e2e_support::{AgentOptions, CLUSTER, Env, assert_pod_requests, ensure_namespace};
-use http::{HeaderName, HeaderValue};
-use kerf_agent::cli::{Cli, Command};
+use e2e_support::{AgentOptions, Env, assert_pod_requests, ensure_namespace, scope_of};
 use kerf_agent::clock::SystemClock;
 use kerf_agent::runtime::Agent;
 use kerf_agent::scope::Scope;
 use kerf_sim::api::audit::AuditRecord;
-use kube::Client;
 use serde_json::json;
 
 /// The User-Agent of the agent's client: its requests are told from the test's by it.
@@ -33,32 +29,6 @@ const NAMESPACED: [&str; 8] = [
     "poddisruptionbudgets",
     "rightsizingrecommendations",
 ];
-
-/// The scope the agent's flags `flags` give, read as `kerf-agent run` reads them.
-fn scope_of(flags: &[&str]) -> anyhow::Result<Scope> {
-    let mut argv = vec!["kerf-agent", "run", "--cluster-name", CLUSTER];
-    argv.extend_from_slice(flags);
-    let Command::Run(args) = Cli::try_parse_from(argv)?.command else {
-        anyhow::bail!("not the run command");
-    };
-    let settings = kerf_agent::settings::Settings::from_args(&args, &|_| None)?;
-    Ok(settings.scope)
-}
-
-/// A client of the sim whose requests carry [`AGENT_UA`].
-async fn agent_client(env: &Env) -> anyhow::Result<Client> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("the request log needs kerf-sim");
-    };
-    let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path())?;
-    let opts = kube::config::KubeConfigOptions::default();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await?;
-    config.headers.push((
-        HeaderName::from_static("user-agent"),
-        HeaderValue::from_static(AGENT_UA),
-    ));
-    Ok(Client::try_from(config)?)
-}
 
 /// The reads (lists, watches and gets) the agent made of the namespaced kinds it caches.
 fn agent_reads(env: &Env) -> Vec<AuditRecord> {
@@ -107,11 +77,16 @@ async fn seed(env: &Env) -> anyhow::Result<String> {
     Ok(b)
 }
 
-/// Runs an agent with `scope` on [`agent_client`] until `a`'s `web` has its change.
+/// Runs an agent with `scope` on a client of its own ([`AGENT_UA`]) until `a`'s `web` has its change.
 async fn run_until_applied(env: &Env, scope: Scope) -> anyhow::Result<()> {
     let mut settings = env.settings(&AgentOptions::default())?;
     settings.scope = scope;
-    let agent = Agent::start(agent_client(env).await?, settings, Arc::new(SystemClock)).await?;
+    let agent = Agent::start(
+        env.client_as(AGENT_UA).await?,
+        settings,
+        Arc::new(SystemClock),
+    )
+    .await?;
     env.wait_phase("web", "Applied").await?;
     for p in env.wait_ready("web", 1).await? {
         assert_pod_requests(&p, "150m", "200Mi");

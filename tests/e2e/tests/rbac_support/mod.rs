@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::e2e_support::{self, Env, WAIT, eventually, rsr_api};
-use http::{HeaderName, HeaderValue};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kerf_agent::clock::SystemClock;
 use kerf_agent::runtime::Agent;
@@ -200,17 +199,7 @@ fn expand(rule: &Value, namespace: Option<&String>) -> Vec<Perm> {
 
 /// A client of the sim whose requests carry [`AGENT_UA`].
 pub async fn agent_client(env: &Env) -> anyhow::Result<Client> {
-    let Some(sim) = env.sim.as_ref() else {
-        anyhow::bail!("the request log needs kerf-sim");
-    };
-    let kc = kube::config::Kubeconfig::read_from(sim.kubeconfig_path())?;
-    let opts = kube::config::KubeConfigOptions::default();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts).await?;
-    config.headers.push((
-        HeaderName::from_static("user-agent"),
-        HeaderValue::from_static(AGENT_UA),
-    ));
-    Ok(Client::try_from(config)?)
+    env.client_as(AGENT_UA).await
 }
 
 /// Creates `obj` (any kind) as `kubectl apply` would.
