@@ -172,11 +172,24 @@ impl HubClient {
                 Err(status_error(endpoint, &answer))
             };
         }
-        let list: RecommendationList = decode(endpoint, &answer.body)?;
+        let (list, outside) = if self.cfg.scope_namespaces.is_empty() {
+            let list: RecommendationList = decode(endpoint, &answer.body)?;
+            (list, Vec::new())
+        } else {
+            let scoped = super::scoped::decode(&answer.body, &self.cfg.scope_namespaces).map_err(
+                |message| HubClientError::Decode {
+                    endpoint: endpoint.as_str(),
+                    message,
+                },
+            )?;
+            (scoped.list, scoped.outside)
+        };
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
-                same = LastGood::record(&mut s.last_good_recommendations, list, now);
+                same = LastGood::record(&mut s.last_good_recommendations, list, now)
+                    && *s.outside_scope == outside;
+                s.outside_scope = std::sync::Arc::new(outside);
                 s.etag = answer.etag;
                 !same
             })

@@ -7,6 +7,7 @@ mod client;
 pub mod metrics;
 pub mod persist;
 pub mod retry;
+pub mod scoped;
 pub mod state;
 pub mod token;
 
@@ -75,6 +76,9 @@ pub struct HubClientConfig {
     pub stale_after: Duration,
     /// Largest answer body read.
     pub max_body: usize,
+    /// `scope.namespaces`: the recommendations for other namespaces are left out as the
+    /// list is read ([`scoped`]); empty keeps every one.
+    pub scope_namespaces: Vec<String>,
 }
 
 impl HubClientConfig {
@@ -93,6 +97,7 @@ impl HubClientConfig {
             auth_backoff: Duration::from_secs(60),
             stale_after: Duration::from_secs(30 * 60),
             max_body: MAX_BODY_BYTES,
+            scope_namespaces: Vec::new(),
         }
     }
 }

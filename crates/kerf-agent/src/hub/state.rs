@@ -37,8 +37,12 @@ impl<T: PartialEq> LastGood<T> {
 /// the size limit leaves it unchanged.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HubState {
-    /// The last good recommendation list.
+    /// The last good recommendation list (with `scope.namespaces`, its recommendations
+    /// for those namespaces only).
     pub last_good_recommendations: Option<LastGood<RecommendationList>>,
+    /// The recommendations of that list for namespaces outside `scope.namespaces`, by
+    /// workload and id: each is reported once as `OutOfScope`.
+    pub outside_scope: Arc<Vec<super::scoped::OutsideScope>>,
     /// The ETag of that list.
     pub etag: Option<String>,
     /// The last good cluster configuration.

@@ -110,9 +110,12 @@ impl Mirror {
             let handled = |keys| {
                 let _ = tx.send(keys);
             };
-            let (report, errors) =
+            let (mut report, errors) =
                 crate::rsr_sync::sync(&client, &cache, list, origin, now, concurrency, handled)
                     .await;
+            report
+                .out_of_scope
+                .extend(left_out(&hub.outside_scope, &settings.scope));
             Mirrored {
                 report,
                 errors,
@@ -220,6 +223,26 @@ pub(super) async fn join(
         Some(t) => t.await,
         None => std::future::pending().await,
     }
+}
+
+/// The recommendations the hub client left out of the list for namespaces outside
+/// `scope.namespaces` ([`crate::hub::scoped`]), as the mirroring reports those it finds
+/// outside the scope.
+fn left_out(
+    outside: &[crate::hub::scoped::OutsideScope],
+    scope: &crate::scope::Scope,
+) -> Vec<crate::rsr_sync::OutOfScope> {
+    outside
+        .iter()
+        .filter_map(|o| match scope.verdict(&o.workload.namespace, None, None) {
+            crate::scope::Verdict::Out(why) => Some(crate::rsr_sync::OutOfScope {
+                workload: o.workload.clone(),
+                recommendation_id: o.recommendation_id.clone(),
+                why,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

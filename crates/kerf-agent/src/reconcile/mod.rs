@@ -693,6 +693,7 @@ pub fn start(ctx: Context) -> tokio::task::JoinSet<()> {
             let mut cfg = crate::hub::HubClientConfig::new(url, ctx.settings.cluster_name.clone());
             cfg.token_file = ctx.settings.hub.token_file.clone();
             cfg.stale_after = ctx.settings.hub.stale_after;
+            cfg.scope_namespaces = ctx.settings.scope.namespaces.clone();
             cfg.auth_backoff = ctx.settings.hub.poll_interval;
             match crate::hub::HubClient::new(cfg, ctx.metrics.hub.clone(), ctx.clock.clone()) {
                 Ok(client) => {
