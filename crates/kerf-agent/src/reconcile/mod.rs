@@ -280,13 +280,14 @@ impl Reconciler {
     /// outside the scope that was not reported yet ([`out_of_scope`]).
     fn report_out_of_scope(&mut self, found: Vec<crate::rsr_sync::OutOfScope>) {
         let now = self.ctx.clock.now();
-        for event in self.out_of_scope.take_new(found, now) {
+        let outbox = &self.recorder.outbox;
+        self.out_of_scope.take_new(found, now, |event| {
             let w = &event.workload;
             tracing::info!(workload = %format!("{}/{}/{}", w.namespace, w.kind, w.name), recommendation = event.recommendation_id.as_deref().unwrap_or_default(), "{}", event.message.as_deref().unwrap_or_default());
-            if let Err(e) = self.recorder.outbox.enqueue(event) {
+            if let Err(e) = outbox.enqueue(event) {
                 tracing::error!(error = %e, category = e.category(), "event not queued");
             }
-        }
+        });
     }
 
     /// Runs until shutdown or until this replica stops leading. The passes run from a
