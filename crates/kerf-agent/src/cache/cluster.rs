@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kerf_api::vecmap::VecMap;
 use kerf_api::{Quantity, WorkloadKind};
 use serde::Deserialize;
 
@@ -326,8 +327,11 @@ struct SwapWire {
 pub struct NodeInfo {
     /// Name.
     pub name: Arc<str>,
-    /// Labels (matched against `unsupportedNodeSelectors`).
-    pub labels: BTreeMap<String, String>,
+    /// Labels (matched against `unsupportedNodeSelectors`): a vector sorted by key, the keys
+    /// interned (every node has the same few). A B-tree map of a node's ten or so labels
+    /// took twice the memory, which counts where the scope leaves few pods but the cluster
+    /// has thousands of nodes (docs/benchmarks.md).
+    pub labels: VecMap<Arc<str>, Box<str>>,
     /// Allocatable CPU.
     pub allocatable_cpu: Option<Quantity>,
     /// Allocatable memory.
@@ -342,7 +346,13 @@ pub struct NodeInfo {
 impl NodeInfo {
     /// Converts the wire form.
     pub fn from_wire(w: NodeWire, interner: &mut Interner) -> NodeInfo {
-        let labels = w.metadata.labels.unwrap_or_default();
+        let labels = w
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (interner.intern(&k), v.into_boxed_str()))
+            .collect();
         let swap = w
             .status
             .node_info

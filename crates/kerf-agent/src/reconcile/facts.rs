@@ -432,7 +432,11 @@ pub fn gather(
         .filter_map(|n| src.cache.node(n))
         .map(|n| NodeFacts {
             name: n.name.to_string(),
-            labels: n.labels.clone(),
+            labels: n
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             swap: n.swap,
         })
         .collect();
