@@ -410,6 +410,19 @@ pub struct Objects<'a> {
     pub hpas: &'a [std::sync::Arc<HpaInfo>],
 }
 
+/// What a decision reads of a node: its name, its labels and whether it has swap.
+fn node_facts(n: &cache::NodeInfo) -> NodeFacts {
+    NodeFacts {
+        name: n.name.to_string(),
+        labels: n
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        swap: n.swap,
+    }
+}
+
 /// The facts of one workload, its running pods and HPAs as `objects` holds them, and its
 /// rsr at `now`.
 pub fn gather(
@@ -430,15 +443,7 @@ pub fn gather(
     let nodes = node_names
         .iter()
         .filter_map(|n| src.cache.node(n))
-        .map(|n| NodeFacts {
-            name: n.name.to_string(),
-            labels: n
-                .labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            swap: n.swap,
-        })
+        .map(|n| node_facts(&n))
         .collect();
     let config = src.hub.last_good_config.as_ref().map(|c| c.value.as_ref());
     let hub_approval = config.and_then(|c| {
