@@ -588,23 +588,35 @@ impl Reconciler {
     }
 
     /// After the pass of `key` ended: the held reports its entries answer, and those no
-    /// running pass can answer any more, are taken in.
+    /// running pass can answer any more, are taken in. Like a report taken in at once, one
+    /// taken in here also wakes the workloads whose rsr still lists an acknowledged event
+    /// as pending (an event the outbox was rebuilt with has no ledger entry to name them).
     fn release_held(&mut self, key: &WorkloadKey) -> BTreeSet<WorkloadKey> {
         let mut keys = BTreeSet::new();
+        let mut taken = false;
         let ledger = &mut self.memory.reports;
         for mut h in std::mem::take(&mut self.held) {
             h.waiting.remove(key);
             let (now, later) =
                 dispatch::split_report(h.report, |id| ledger.in_flight.contains_key(id));
-            keys.extend(now.map(|r| ledger.handle(r)).unwrap_or_default());
+            if let Some(r) = now {
+                keys.extend(ledger.handle(r));
+                taken = true;
+            }
             match later {
-                Some(report) if h.waiting.is_empty() => keys.extend(ledger.handle(report)),
+                Some(report) if h.waiting.is_empty() => {
+                    keys.extend(ledger.handle(report));
+                    taken = true;
+                }
                 Some(report) => self.held.push(dispatch::HeldReport {
                     report,
                     waiting: h.waiting,
                 }),
                 None => {}
             }
+        }
+        if taken {
+            keys.extend(self.pending_holders());
         }
         keys
     }
