@@ -58,7 +58,7 @@ fn a_pod_decodes_into_the_slim_form_without_managed_fields() {
     assert!(wire.metadata.managed_fields.is_none());
     let p = PodInfo::from_wire(wire, &mut Interner::default());
     assert_eq!(&*p.namespace, "shop");
-    assert_eq!(p.uid, "uid-checkout-7d9f8-abcde");
+    assert_eq!(p.uid.to_string(), "uid-checkout-7d9f8-abcde");
     assert_eq!(p.node_name.as_deref(), Some("node-a"));
     assert_eq!(p.phase, PodPhase::Running);
     assert!(p.ready);

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{ResourceRequirements, ResourceValues, WorkloadKind};
 use serde::Deserialize;
 
-use super::types::{Change, ChangeSet, Interner, ResizePolicy, WorkloadKey};
+use super::types::{Change, ChangeSet, Interner, ResizePolicy, Uid, Version, WorkloadKey};
 use super::wire::{ResizePolicyWire, ResourcesWire, slim_meta, time, wire_resource};
 
 /// A pod as the watch decodes it.
@@ -91,7 +91,7 @@ struct TerminatedWire {
 }
 
 /// The controlling owner of a pod or ReplicaSet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnerRef {
     /// Kind (`ReplicaSet`, `StatefulSet`, `DaemonSet`, ...).
     pub kind: Arc<str>,
@@ -117,9 +117,10 @@ pub struct ResizeCondition {
     pub since: Option<DateTime<Utc>>,
 }
 
-/// A pod's container: spec values and status.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodContainer {
+/// What a pod's container is given in its spec. The pods of one template have the same, so
+/// the cache keeps one copy for all of them ([`Interner::container`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ContainerSpec {
     /// Name.
     pub name: Arc<str>,
     /// True for a restartable init container (sidecar).
@@ -130,17 +131,32 @@ pub struct PodContainer {
     pub limits: ResourceValues,
     /// Resize policy.
     pub resize_policy: ResizePolicy,
+}
+
+/// A pod's container: its spec (shared, read through `Deref`) and its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodContainer {
+    /// The spec, shared with the pods that have the same.
+    spec: Arc<ContainerSpec>,
     /// The resources the kubelet reports as actuated (`status.containerStatuses[].resources`):
     /// read them with [`PodContainer::status_resources`].
     actuated: Actuated,
     /// Restart count.
     pub restart_count: u32,
+    /// Ready.
+    pub ready: bool,
     /// `lastState.terminated.reason` (`OOMKilled`, `Error`, ...), interned.
     pub last_terminated_reason: Option<Arc<str>>,
     /// `lastState.terminated.finishedAt`: when the last termination happened, if known.
     pub last_terminated_at: Option<DateTime<Utc>>,
-    /// Ready.
-    pub ready: bool,
+}
+
+impl std::ops::Deref for PodContainer {
+    type Target = ContainerSpec;
+
+    fn deref(&self) -> &ContainerSpec {
+        &self.spec
+    }
 }
 
 /// What the kubelet reports as actuated for a container. Once a resize settled it equals
@@ -220,16 +236,16 @@ pub struct PodInfo {
     /// Name.
     pub name: String,
     /// UID.
-    pub uid: String,
+    pub uid: Uid,
     /// resourceVersion.
-    pub resource_version: Box<str>,
+    pub resource_version: Version,
     /// The `pod-template-hash` label (interned: the pods of a ReplicaSet share it). No
     /// other label is kept: passes read none.
     pub template_hash: Option<Arc<str>>,
     /// The `controller-revision-hash` label (interned).
     pub revision_hash: Option<Arc<str>>,
     /// Controlling owner.
-    pub owner: Option<OwnerRef>,
+    pub owner: Option<Arc<OwnerRef>>,
     /// Node.
     pub node_name: Option<Arc<str>>,
     /// Phase.
@@ -309,9 +325,9 @@ impl PodInfo {
         PodInfo {
             namespace: interner.intern(m.namespace.as_deref().unwrap_or_default()),
             name: m.name.clone().unwrap_or_default(),
-            uid: m.uid.clone().unwrap_or_default(),
-            resource_version: m.resource_version.clone().unwrap_or_default().into(),
-            owner: controller_owner(&m, interner),
+            uid: Uid::new(m.uid.as_deref().unwrap_or_default()),
+            resource_version: Version::new(m.resource_version.as_deref().unwrap_or_default()),
+            owner: controller_owner(&m, interner).map(|o| interner.owner(o)),
             node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
             phase: PodPhase::parse(w.status.phase.as_deref()),
             qos_class: w.status.qos_class.as_deref().map(|q| interner.intern(q)),
@@ -357,12 +373,15 @@ fn pod_container(
     interner: &mut Interner,
 ) -> PodContainer {
     let status = statuses.iter().find(|s| s.name == c.name);
-    PodContainer {
+    let spec = ContainerSpec {
         name: interner.intern(&c.name),
         sidecar,
         requests: c.resources.requests.clone(),
         limits: c.resources.limits.clone(),
         resize_policy: ResizePolicy::from_wire(&c.resize_policy),
+    };
+    PodContainer {
+        spec: interner.container(spec),
         actuated: Actuated::new(
             status
                 .and_then(|s| s.resources.as_ref())
@@ -655,6 +674,41 @@ mod tests {
     }
 
     #[test]
+    fn the_pods_of_one_template_share_their_container_spec_and_owner_until_none_is_left() {
+        let wire = |name: &str, cpu: &str| -> PodWire {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "a", "resourceVersion": "1",
+                    "uid": "3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "web-abc12", "uid": "rs-uid", "controller": true}]},
+                "spec": {"containers": [{"name": "app",
+                    "resources": {"requests": {"cpu": cpu}}}]},
+            }))
+            .expect("pod")
+        };
+        let mut interner = Interner::default();
+        let a = PodInfo::from_wire(wire("web-abc12-a", "100m"), &mut interner);
+        let b = PodInfo::from_wire(wire("web-abc12-b", "100m"), &mut interner);
+        let c = PodInfo::from_wire(wire("web-abc12-c", "200m"), &mut interner);
+        assert!(Arc::ptr_eq(&a.containers[0].spec, &b.containers[0].spec));
+        assert!(!Arc::ptr_eq(&a.containers[0].spec, &c.containers[0].spec));
+        assert_eq!(c.containers[0].requests.cpu, Some("200m".into()));
+        let (owner_a, owner_c) = (
+            a.owner.clone().expect("owner"),
+            c.owner.clone().expect("owner"),
+        );
+        assert!(Arc::ptr_eq(&owner_a, &owner_c));
+        assert_eq!(a.uid.to_string(), "3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f");
+        let spec = Arc::downgrade(&a.containers[0].spec);
+        drop((a, b));
+        interner.prune();
+        assert!(spec.upgrade().is_none(), "a spec no pod has is forgotten");
+        drop((c, owner_a, owner_c));
+        interner.prune();
+        assert!(interner.is_empty(), "nothing is kept once no pod is");
+    }
+
+    #[test]
     fn actuated_resources_read_as_reported_whether_kept_as_the_spec_or_apart() {
         let q = |s: &str| Some(kerf_api::Quantity::from(s));
         let none = with_status(None);
@@ -686,7 +740,8 @@ mod tests {
         let owned = index.owned_by("a", "ReplicaSet", "web-abc12");
         assert_eq!(owned.len(), 1);
         assert_eq!(
-            &*owned[0].resource_version, "2",
+            owned[0].resource_version.to_string(),
+            "2",
             "the owner index holds the newest"
         );
         index.upsert(pod("web-abc12-x", "3", "200m"), &mut changes);

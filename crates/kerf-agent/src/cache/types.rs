@@ -7,6 +7,7 @@ use std::sync::Arc;
 use kerf_api::vecmap::VecMap;
 use kerf_api::{ResourceValues, WorkloadKind};
 
+use super::pods::{ContainerSpec, OwnerRef};
 use super::wire::{ContainerWire, ResizePolicyWire};
 
 /// Identifies a workload: namespace, kind and name.
@@ -52,10 +53,13 @@ pub enum Change {
 /// The changes one cache update caused, sent once the write lock is released.
 pub type ChangeSet = BTreeSet<Change>;
 
-/// Shares repeated strings (namespaces, node names, container names, owner names).
+/// Shares repeated strings (namespaces, node names, container names, owner names) and the
+/// parts of a pod its workload's other pods repeat (its containers' spec, its owner).
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
+    containers: HashSet<Arc<ContainerSpec>>,
+    owners: HashSet<Arc<OwnerRef>>,
 }
 
 impl Interner {
@@ -69,8 +73,30 @@ impl Interner {
         new
     }
 
-    /// Forgets strings no cached object uses any more.
+    /// The shared copy of a pod container's spec: the pods of one template have the same.
+    pub fn container(&mut self, spec: ContainerSpec) -> Arc<ContainerSpec> {
+        if let Some(found) = self.containers.get(&spec) {
+            return found.clone();
+        }
+        let new = Arc::new(spec);
+        self.containers.insert(new.clone());
+        new
+    }
+
+    /// The shared copy of a controlling owner: the pods of one ReplicaSet have the same.
+    pub fn owner(&mut self, owner: OwnerRef) -> Arc<OwnerRef> {
+        if let Some(found) = self.owners.get(&owner) {
+            return found.clone();
+        }
+        let new = Arc::new(owner);
+        self.owners.insert(new.clone());
+        new
+    }
+
+    /// Forgets strings and shared parts no cached object uses any more.
     pub fn prune(&mut self) {
+        self.containers.retain(|c| Arc::strong_count(c) > 1);
+        self.owners.retain(|o| Arc::strong_count(o) > 1);
         self.strings.retain(|s| Arc::strong_count(s) > 1);
     }
 
@@ -79,14 +105,14 @@ impl Interner {
         self.strings.len()
     }
 
-    /// True when no string is held.
+    /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
+        self.strings.is_empty() && self.containers.is_empty() && self.owners.is_empty()
     }
 }
 
 /// A container's restart policy on resize, per resource.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ResizePolicy {
     /// CPU: true for `RestartContainer`.
     pub cpu_restart: bool,
@@ -170,4 +196,125 @@ pub fn template_containers(
     all.into_iter()
         .map(|(c, sidecar)| TemplateContainer::from_wire(c, sidecar, interner))
         .collect()
+}
+
+/// An object's UID as the cache keeps it: the API server gives a UUID, kept as its 16 bytes
+/// (a pod's UID is its own, so interning would not share it); other text is kept as it is.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Uid {
+    /// A UUID in its canonical lower-case hyphenated text.
+    Uuid([u8; 16]),
+    /// Any other text.
+    Text(Box<str>),
+}
+
+impl Uid {
+    /// The UID of `text`; reads back as exactly `text`.
+    pub fn new(text: &str) -> Uid {
+        let mut buf = uuid::Uuid::encode_buffer();
+        match uuid::Uuid::try_parse(text) {
+            Ok(u) if u.hyphenated().encode_lower(&mut buf) == text => Uid::Uuid(u.into_bytes()),
+            _ => Uid::Text(text.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Uuid(bytes) => uuid::Uuid::from_bytes(*bytes).hyphenated().fmt(f),
+            Uid::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::fmt::Debug for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+impl PartialEq<str> for Uid {
+    fn eq(&self, other: &str) -> bool {
+        match self {
+            Uid::Uuid(bytes) => Uid::new(other) == Uid::Uuid(*bytes),
+            Uid::Text(text) => **text == *other,
+        }
+    }
+}
+
+/// An object's resourceVersion as the cache keeps it. The text is opaque to clients, but the
+/// API server writes a decimal number (etcd's revision): that is kept as the number, any
+/// other text as it is. Reads back as exactly the text it was made from.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// A decimal number without leading zeros.
+    Number(u64),
+    /// Any other text.
+    Text(Box<str>),
+}
+
+impl Version {
+    /// The resourceVersion `text`.
+    pub fn new(text: &str) -> Version {
+        let canonical = !text.starts_with('0') || text == "0";
+        match text.parse::<u64>() {
+            Ok(n) if canonical && text.bytes().all(|b| b.is_ascii_digit()) => Version::Number(n),
+            _ => Version::Text(text.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Version::Number(n) => n.fmt(f),
+            Version::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::{Uid, Version};
+
+    #[test]
+    fn uids_and_versions_read_back_as_the_text_they_were_made_from() {
+        for text in [
+            "3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f",
+            "3F2C1D9E-8B7A-4C6D-9E0F-1A2B3C4D5E6F",
+            "3f2c1d9e8b7a4c6d9e0f1a2b3c4d5e6f",
+            "uid-web-1",
+            "",
+        ] {
+            let uid = Uid::new(text);
+            assert_eq!(uid.to_string(), text);
+            assert!(uid == *text, "{text}");
+        }
+        assert!(matches!(
+            Uid::new("3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f"),
+            Uid::Uuid(_)
+        ));
+        assert!(Uid::new("3f2c1d9e-8b7a-4c6d-9e0f-1a2b3c4d5e6f") != *"other");
+        for text in [
+            "0",
+            "7",
+            "123456789",
+            "0012",
+            "+5",
+            "18446744073709551616",
+            "abc",
+            "",
+        ] {
+            assert_eq!(Version::new(text).to_string(), text);
+        }
+        assert_eq!(Version::new("123456789"), Version::Number(123_456_789));
+        assert!(matches!(Version::new("0012"), Version::Text(_)));
+    }
 }

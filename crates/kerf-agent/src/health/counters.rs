@@ -120,7 +120,8 @@ pub fn pod_counters(
 ) -> Vec<PodCounters> {
     pods.iter()
         .map(|pod| {
-            let entry = baselines.pods.get(&pod.uid);
+            let uid = pod.uid.to_string();
+            let entry = baselines.pods.get(&uid);
             let containers = pod
                 .containers
                 .iter()
@@ -130,7 +131,7 @@ pub fn pod_counters(
                     ContainerCounters {
                         name: c.name.to_string(),
                         restart_count: c.restart_count,
-                        oom_kills: tracker.observe(&pod.uid, c, seed),
+                        oom_kills: tracker.observe(&uid, c, seed),
                         restarts_on_resize: restarts,
                         resize_completed_at: (restarts && resize_completed(change, pod, c))
                             .then_some(now),
@@ -142,7 +143,7 @@ pub fn pod_counters(
                 })
                 .collect();
             PodCounters {
-                uid: pod.uid.clone(),
+                uid,
                 containers,
                 created_at: pod.created,
             }
@@ -167,7 +168,7 @@ pub fn pods_at_change(
         .iter()
         .filter(|c| {
             pods.iter()
-                .find(|p| p.uid == c.uid)
+                .find(|p| p.uid == *c.uid)
                 .is_none_or(|p| p.created.is_none_or(|t| t <= start))
         })
         .cloned()

@@ -300,7 +300,8 @@ impl Watcher {
         let mut baselines = WatchBaselines::from_status(watch);
         let mut tracker = self.oom.lock().unwrap_or_else(PoisonError::into_inner);
         let pods = counters::pod_counters(&mut tracker, input.pods, change, &baselines, input.now);
-        let live: BTreeSet<&str> = input.pods.iter().map(|p| p.uid.as_str()).collect();
+        let uids: Vec<String> = input.pods.iter().map(|p| p.uid.to_string()).collect();
+        let live: BTreeSet<&str> = uids.iter().map(String::as_str).collect();
         if !baselines.pods.is_empty() {
             tracker.retain_pods(&live);
         }

@@ -152,7 +152,7 @@ pub fn live_pods(pods: &[std::sync::Arc<PodInfo>]) -> Vec<std::sync::Arc<PodInfo
 pub fn pod_facts(p: &PodInfo) -> PodFacts {
     PodFacts {
         name: p.name.clone(),
-        uid: p.uid.clone(),
+        uid: p.uid.to_string(),
         node: p.node_name.as_deref().map(str::to_owned),
         phase: match p.phase {
             cache::PodPhase::Pending => PodPhase::Pending,

@@ -142,12 +142,16 @@ impl ObjectWrites {
             hpas,
         } = seen;
         list.retain(|(object, write)| {
+            let pod_version: Option<String>;
             let cached = match object {
                 Written::Workload => workload.as_ref().map(|w| w.resource_version.as_str()),
-                Written::Pod(name) => pods
-                    .iter()
-                    .find(|p| p.name == *name)
-                    .map(|p| &*p.resource_version),
+                Written::Pod(name) => {
+                    pod_version = pods
+                        .iter()
+                        .find(|p| p.name == *name)
+                        .map(|p| p.resource_version.to_string());
+                    pod_version.as_deref()
+                }
                 Written::Hpa(name) => hpas
                     .iter()
                     .find(|h| h.name == *name)

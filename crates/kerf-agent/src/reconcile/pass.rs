@@ -160,8 +160,12 @@ impl<'a> Pass<'a> {
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
         let pod = self.all_pods.iter().find(|p| p.name == name);
-        let replaced = pod.map_or("", |p| &*p.resource_version);
-        self.wrote(Written::Pod(name.to_owned()), answer, replaced);
+        let replaced = pod.map(|p| p.resource_version.to_string());
+        self.wrote(
+            Written::Pod(name.to_owned()),
+            answer,
+            replaced.as_deref().unwrap_or_default(),
+        );
     }
 
     /// Notes a write to the HPA `name`, answered with `answer`.
