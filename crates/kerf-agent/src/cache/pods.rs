@@ -107,7 +107,7 @@ pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
 pub const LABEL_CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 
 /// A pod resize condition (`PodResizePending`, `PodResizeInProgress`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ResizeCondition {
     /// Reason (`Infeasible`, `Deferred`, `Error`), if any.
     pub reason: Option<String>,
@@ -134,7 +134,7 @@ pub struct ContainerSpec {
 }
 
 /// A pod's container: its spec (shared, read through `Deref`) and its status.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodContainer {
     /// The spec, shared with the pods that have the same.
     spec: Arc<ContainerSpec>,
@@ -161,7 +161,7 @@ impl std::ops::Deref for PodContainer {
 
 /// What the kubelet reports as actuated for a container. Once a resize settled it equals
 /// the spec, so that case keeps no copy (the cache's cost per pod, docs/benchmarks.md).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Actuated {
     /// `status.containerStatuses[].resources` absent.
     Unreported,
@@ -201,7 +201,7 @@ impl PodContainer {
 }
 
 /// Pod phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PodPhase {
     /// Pending.
     Pending,
@@ -228,17 +228,35 @@ impl PodPhase {
     }
 }
 
-/// The fields of a pod that decisions, the executor and the health watch read.
+/// The fields of a pod that decisions, the executor and the health watch read: what is the
+/// pod's own (its name, UID, node, times), and the rest as a [`PodShape`] that the pods
+/// agreeing on it share, read through `Deref`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodInfo {
-    /// Namespace.
-    pub namespace: Arc<str>,
     /// Name.
     pub name: String,
     /// UID.
     pub uid: Uid,
     /// resourceVersion.
     pub resource_version: Version,
+    /// Node.
+    pub node_name: Option<Arc<str>>,
+    /// Last transition of the Ready condition.
+    pub ready_since: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created: Option<DateTime<Utc>>,
+    /// The rest, shared with the pods that have the same.
+    shape: Arc<PodShape>,
+}
+
+/// What the pods of a workload usually have in common: their template's containers, their
+/// owner, their phase and readiness, and each container's restarts, last termination and
+/// actuated resources. A running workload whose pods agree keeps one (docs/benchmarks.md,
+/// "Cache cost per pod"); a pod that differs (a restart, a resize under way) has its own.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodShape {
+    /// Namespace.
+    pub namespace: Arc<str>,
     /// The `pod-template-hash` label (interned: the pods of a ReplicaSet share it). No
     /// other label is kept: passes read none.
     pub template_hash: Option<Arc<str>>,
@@ -246,18 +264,12 @@ pub struct PodInfo {
     pub revision_hash: Option<Arc<str>>,
     /// Controlling owner.
     pub owner: Option<Arc<OwnerRef>>,
-    /// Node.
-    pub node_name: Option<Arc<str>>,
     /// Phase.
     pub phase: PodPhase,
     /// QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
     pub qos_class: Option<Arc<str>>,
     /// Ready condition is True.
     pub ready: bool,
-    /// Last transition of the Ready condition.
-    pub ready_since: Option<DateTime<Utc>>,
-    /// Creation time.
-    pub created: Option<DateTime<Utc>>,
     /// Set while the pod terminates.
     pub deletion_timestamp: Option<DateTime<Utc>>,
     /// `PodResizePending`, if present (boxed: most pods have none).
@@ -266,6 +278,14 @@ pub struct PodInfo {
     pub resize_in_progress: Option<Box<ResizeCondition>>,
     /// Containers, then restartable init containers.
     pub containers: Box<[PodContainer]>,
+}
+
+impl std::ops::Deref for PodInfo {
+    type Target = PodShape;
+
+    fn deref(&self) -> &PodShape {
+        &self.shape
+    }
 }
 
 impl PodInfo {
@@ -322,24 +342,27 @@ impl PodInfo {
             };
             containers.push(pod_container(c, sidecar, statuses, interner));
         }
-        PodInfo {
+        let shape = PodShape {
             namespace: interner.intern(m.namespace.as_deref().unwrap_or_default()),
-            name: m.name.clone().unwrap_or_default(),
-            uid: Uid::new(m.uid.as_deref().unwrap_or_default()),
-            resource_version: Version::new(m.resource_version.as_deref().unwrap_or_default()),
             owner: controller_owner(&m, interner).map(|o| interner.owner(o)),
-            node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
             phase: PodPhase::parse(w.status.phase.as_deref()),
             qos_class: w.status.qos_class.as_deref().map(|q| interner.intern(q)),
             ready: ready_cond.is_some_and(|c| c.status == "True"),
-            ready_since: ready_cond.and_then(|c| c.last_transition_time),
-            created: time(m.creation_timestamp.as_ref()),
             deletion_timestamp: time(m.deletion_timestamp.as_ref()),
             resize_pending: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_PENDING),
             resize_in_progress: resize(kerf_api::wellknown::POD_CONDITION_RESIZE_IN_PROGRESS),
             template_hash: label(&m, LABEL_POD_TEMPLATE_HASH, interner),
             revision_hash: label(&m, LABEL_CONTROLLER_REVISION_HASH, interner),
             containers: containers.into_boxed_slice(),
+        };
+        PodInfo {
+            name: m.name.clone().unwrap_or_default(),
+            uid: Uid::new(m.uid.as_deref().unwrap_or_default()),
+            resource_version: Version::new(m.resource_version.as_deref().unwrap_or_default()),
+            node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
+            ready_since: ready_cond.and_then(|c| c.last_transition_time),
+            created: time(m.creation_timestamp.as_ref()),
+            shape: interner.pod_shape(shape),
         }
     }
 
@@ -597,40 +620,20 @@ impl PodIndex {
 /// Whether `new` differs from `old` in its resourceVersion at most.
 fn same_but_version(old: &PodInfo, new: &PodInfo) -> bool {
     let PodInfo {
-        namespace,
         name,
         uid,
         resource_version: _,
-        template_hash,
-        revision_hash,
-        owner,
         node_name,
-        phase,
-        qos_class,
-        ready,
         ready_since,
         created,
-        deletion_timestamp,
-        resize_pending,
-        resize_in_progress,
-        containers,
+        shape,
     } = new;
-    old.namespace == *namespace
-        && old.name == *name
+    old.name == *name
         && old.uid == *uid
-        && old.template_hash == *template_hash
-        && old.revision_hash == *revision_hash
-        && old.owner == *owner
         && old.node_name == *node_name
-        && old.phase == *phase
-        && old.qos_class == *qos_class
-        && old.ready == *ready
         && old.ready_since == *ready_since
         && old.created == *created
-        && old.deletion_timestamp == *deletion_timestamp
-        && old.resize_pending == *resize_pending
-        && old.resize_in_progress == *resize_in_progress
-        && old.containers == *containers
+        && (Arc::ptr_eq(&old.shape, shape) || old.shape == *shape)
 }
 
 fn note(pod: &PodInfo, changes: &mut ChangeSet) {
@@ -706,6 +709,37 @@ mod tests {
         drop((c, owner_a, owner_c));
         interner.prune();
         assert!(interner.is_empty(), "nothing is kept once no pod is");
+    }
+
+    #[test]
+    fn pods_that_agree_share_one_shape_and_shapes_no_pod_holds_do_not_pile_up() {
+        let mut interner = Interner::default();
+        let wire = |name: &str, cpu: &str| -> PodWire {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "a", "uid": name},
+                "spec": {"nodeName": name, "containers": [{"name": "app",
+                    "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"},
+            }))
+            .expect("pod")
+        };
+        let a = PodInfo::from_wire(wire("a", "100m"), &mut interner);
+        let b = PodInfo::from_wire(wire("b", "100m"), &mut interner);
+        assert!(
+            Arc::ptr_eq(&a.shape, &b.shape),
+            "own name, uid and node; one shape"
+        );
+        assert_eq!((&*a.name, b.node_name.as_deref()), ("a", Some("b")));
+        // A pod that changes shape at every event, with no relist to prune at.
+        let mut most = 0;
+        for i in 1..=10_000 {
+            let pod = PodInfo::from_wire(wire("c", &format!("{i}m")), &mut interner);
+            most = most.max(interner.pod_shapes());
+            drop(pod);
+        }
+        assert!(most <= 2 * 1024 + 1, "{most} shapes held at once");
+        assert_eq!(a.containers[0].requests.cpu, Some("100m".into()));
+        assert!(Arc::ptr_eq(&a.shape, &b.shape));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Types shared by the slim caches: workload keys, change notifications, string interning
 //! and the container shape.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashSet};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use kerf_api::vecmap::VecMap;
 use kerf_api::{ResourceValues, WorkloadKind};
 
-use super::pods::{ContainerSpec, OwnerRef};
+use super::pods::{ContainerSpec, OwnerRef, PodShape};
 use super::wire::{ContainerWire, ResizePolicyWire};
 
 /// Identifies a workload: namespace, kind and name.
@@ -54,60 +56,104 @@ pub enum Change {
 pub type ChangeSet = BTreeSet<Change>;
 
 /// Shares repeated strings (namespaces, node names, container names, owner names) and the
-/// parts of a pod its workload's other pods repeat (its containers' spec, its owner).
+/// parts of a pod its workload's other pods repeat (its containers' spec, its owner, its
+/// shape). A watch keeps one for the objects it caches.
+///
+/// What no cached object holds any more is forgotten at each relist ([`Interner::prune`]),
+/// and in between whenever a kind of value has doubled since it was last pruned: pods change
+/// shape during a resize, and a watch may run for days without a relist.
 #[derive(Debug, Default)]
 pub struct Interner {
-    strings: HashSet<Arc<str>>,
-    containers: HashSet<Arc<ContainerSpec>>,
-    owners: HashSet<Arc<OwnerRef>>,
+    strings: Shared<str>,
+    containers: Shared<ContainerSpec>,
+    owners: Shared<OwnerRef>,
+    pod_shapes: Shared<PodShape>,
+}
+
+/// One kind of shared value, and how many were kept at its last prune.
+#[derive(Debug)]
+struct Shared<T: ?Sized> {
+    set: HashSet<Arc<T>>,
+    kept: usize,
+}
+
+impl<T: ?Sized> Default for Shared<T> {
+    fn default() -> Self {
+        Shared {
+            set: HashSet::new(),
+            kept: 0,
+        }
+    }
+}
+
+/// Below this many values a set is pruned only at relists.
+const PRUNE_FLOOR: usize = 1024;
+
+impl<T: ?Sized + Hash + Eq> Shared<T> {
+    /// The shared copy of `value`, made with `make` when there is none.
+    fn share<V: Borrow<T>>(&mut self, value: V, make: impl FnOnce(V) -> Arc<T>) -> Arc<T> {
+        if let Some(found) = self.set.get(value.borrow()) {
+            return found.clone();
+        }
+        if self.set.len() >= 2 * self.kept.max(PRUNE_FLOOR) {
+            self.prune();
+        }
+        let new = make(value);
+        self.set.insert(new.clone());
+        new
+    }
+
+    fn prune(&mut self) {
+        self.set.retain(|v| Arc::strong_count(v) > 1);
+        self.kept = self.set.len();
+    }
 }
 
 impl Interner {
     /// The shared copy of `s`.
     pub fn intern(&mut self, s: &str) -> Arc<str> {
-        if let Some(found) = self.strings.get(s) {
-            return found.clone();
-        }
-        let new: Arc<str> = s.into();
-        self.strings.insert(new.clone());
-        new
+        self.strings.share(s, Arc::from)
     }
 
     /// The shared copy of a pod container's spec: the pods of one template have the same.
     pub fn container(&mut self, spec: ContainerSpec) -> Arc<ContainerSpec> {
-        if let Some(found) = self.containers.get(&spec) {
-            return found.clone();
-        }
-        let new = Arc::new(spec);
-        self.containers.insert(new.clone());
-        new
+        self.containers.share(spec, Arc::new)
     }
 
     /// The shared copy of a controlling owner: the pods of one ReplicaSet have the same.
     pub fn owner(&mut self, owner: OwnerRef) -> Arc<OwnerRef> {
-        if let Some(found) = self.owners.get(&owner) {
-            return found.clone();
-        }
-        let new = Arc::new(owner);
-        self.owners.insert(new.clone());
-        new
+        self.owners.share(owner, Arc::new)
+    }
+
+    /// The shared copy of a pod's shape: the pods of a workload that agree have the same.
+    pub fn pod_shape(&mut self, shape: PodShape) -> Arc<PodShape> {
+        self.pod_shapes.share(shape, Arc::new)
     }
 
     /// Forgets strings and shared parts no cached object uses any more.
     pub fn prune(&mut self) {
-        self.containers.retain(|c| Arc::strong_count(c) > 1);
-        self.owners.retain(|o| Arc::strong_count(o) > 1);
-        self.strings.retain(|s| Arc::strong_count(s) > 1);
+        self.pod_shapes.prune();
+        self.containers.prune();
+        self.owners.prune();
+        self.strings.prune();
     }
 
     /// How many strings are held.
     pub fn len(&self) -> usize {
-        self.strings.len()
+        self.strings.set.len()
+    }
+
+    /// How many pod shapes are held.
+    pub fn pod_shapes(&self) -> usize {
+        self.pod_shapes.set.len()
     }
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.strings.is_empty() && self.containers.is_empty() && self.owners.is_empty()
+        self.strings.set.is_empty()
+            && self.containers.set.is_empty()
+            && self.owners.set.is_empty()
+            && self.pod_shapes.set.is_empty()
     }
 }
 
