@@ -41,6 +41,9 @@ LABEL org.opencontainers.image.title="kerf-agent" \
       org.opencontainers.image.source="https://github.com/getkerf/kerf-agent" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/kerf-agent /usr/local/bin/kerf-agent
+# glibc's allocator with a fixed mmap threshold: large buffers go back to the system when
+# freed (kerf_agent::runtime::GLIBC_TUNABLES, docs/benchmarks.md).
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072
 USER 65532:65532
 EXPOSE 8080 8443
 ENTRYPOINT ["/usr/local/bin/kerf-agent"]

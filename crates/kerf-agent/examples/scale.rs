@@ -14,6 +14,8 @@
 //! more than 25 %. `--scoped-namespaces K` runs the agent scoped to the first K of the
 //! ten namespaces (`--scope-namespaces`), so that it manages K tenths of the workloads
 //! while the cluster holds them all: the pass then waits for those workloads' rsrs only.
+//! The agent runs with its image's `GLIBC_TUNABLES` unless the run's environment sets one
+//! (an empty one gives glibc's defaults); the line names what it ran with.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -246,6 +248,11 @@ fn start_agent(sim: &Sim, hub: &str, args: &Args) -> anyhow::Result<Agent> {
             .arg(cmd.get_program())
             .args(cmd.get_args());
         cmd = wrapped;
+    }
+    // The allocator settings of the agent's image, unless this run is given its own
+    // (`GLIBC_TUNABLES= scale ...` runs the agent with glibc's defaults).
+    if std::env::var_os("GLIBC_TUNABLES").is_none() {
+        cmd.env("GLIBC_TUNABLES", kerf_agent::runtime::GLIBC_TUNABLES);
     }
     let child = cmd
         .env("KUBECONFIG", sim.kubeconfig_path())
@@ -555,6 +562,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "workloads": args.workloads, "pods_per_workload": args.pods,
         "change_share": args.change_share,
         "scoped_namespaces": args.scoped_namespaces,
+        "glibc_tunables": std::env::var("GLIBC_TUNABLES")
+            .unwrap_or_else(|_| kerf_agent::runtime::GLIBC_TUNABLES.to_owned()),
         "workloads_in_scope": (0..args.workloads).filter(|d| args.in_scope(*d)).count(),
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),

@@ -21,6 +21,15 @@ use crate::logging;
 use crate::metrics::{self, Metrics};
 use crate::settings::{LogSettings, Settings};
 
+/// The allocator settings the agent's image runs it with (`GLIBC_TUNABLES` in the
+/// Dockerfile and in `scripts/image-archive.sh`). With glibc's defaults a freed buffer of
+/// over 128 KiB (a list page, the hub's answer) raises the threshold under which later
+/// ones come from the heap, and the heap keeps what they took after they are freed; a
+/// fixed threshold maps each such buffer apart and unmaps it when it is freed
+/// (docs/benchmarks.md, "The allocator's thresholds").
+pub const GLIBC_TUNABLES: &str =
+    "glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072";
+
 /// How long shutdown waits for tasks to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 

@@ -111,3 +111,17 @@ fn the_rust_version_is_the_workspaces() {
         "the Dockerfile builds with another Rust than rust-version"
     );
 }
+
+#[test]
+fn the_image_runs_the_agent_with_its_allocator_settings() {
+    let want = format!("GLIBC_TUNABLES={}", kerf_agent::runtime::GLIBC_TUNABLES);
+    let d = read("Dockerfile");
+    assert!(
+        runtime_stage(&d).contains(&format!("ENV {want}\n")),
+        "the Dockerfile's runtime stage does not set {want}"
+    );
+    assert!(
+        read("scripts/image-archive.sh").contains(&format!("--config.env {want} ")),
+        "scripts/image-archive.sh does not set {want}"
+    );
+}
