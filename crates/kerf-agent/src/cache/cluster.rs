@@ -327,11 +327,12 @@ struct SwapWire {
 pub struct NodeInfo {
     /// Name.
     pub name: Arc<str>,
-    /// Labels (matched against `unsupportedNodeSelectors`): a vector sorted by key, the keys
-    /// interned (every node has the same few). A B-tree map of a node's ten or so labels
-    /// took twice the memory, which counts where the scope leaves few pods but the cluster
-    /// has thousands of nodes (docs/benchmarks.md).
-    pub labels: VecMap<Arc<str>, Box<str>>,
+    /// Labels (matched against `unsupportedNodeSelectors`): a vector sorted by key, keys and
+    /// values interned (every node has the same few keys, and most values, such as its
+    /// zone, architecture and OS, are shared by many nodes). A B-tree map of a node's ten
+    /// or so labels took twice the memory, which counts where the scope leaves few pods but
+    /// the cluster has thousands of nodes (docs/benchmarks.md).
+    pub labels: VecMap<Arc<str>, Arc<str>>,
     /// Allocatable CPU.
     pub allocatable_cpu: Option<Quantity>,
     /// Allocatable memory.
@@ -351,7 +352,7 @@ impl NodeInfo {
             .labels
             .unwrap_or_default()
             .into_iter()
-            .map(|(k, v)| (interner.intern(&k), v.into_boxed_str()))
+            .map(|(k, v)| (interner.intern(&k), interner.intern(&v)))
             .collect();
         let swap = w
             .status
