@@ -109,19 +109,63 @@ impl Buffer {
     /// Removes the events with these ids (acknowledged or refused); returns how many.
     pub fn remove(&mut self, ids: &HashSet<Uuid>) -> Vec<Event> {
         let mut removed = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.entries.len());
-        for e in self.entries.drain(..) {
+        // Each entry goes round once, in order, in the queue's own storage: a second queue as
+        // long as the first would take as much memory again at every acknowledgement.
+        for _ in 0..self.entries.len() {
+            let Some(e) = self.entries.pop_front() else {
+                break;
+            };
             if ids.contains(&e.event.id) {
                 removed.push(e);
             } else {
-                kept.push_back(e);
+                self.entries.push_back(e);
             }
         }
-        self.entries = kept;
         for e in &removed {
             self.ids.remove(&e.event.id);
             self.bytes -= e.size;
         }
         removed.into_iter().map(|e| e.event).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::event::{EventType, EventWorkload};
+
+    fn event(n: u128) -> Event {
+        let workload = EventWorkload {
+            namespace: "a".into(),
+            kind: "Deployment".into(),
+            name: "web".into(),
+        };
+        let at = "2026-12-05T04:00:00Z".parse().expect("time");
+        Event::new(Uuid::from_u128(n), EventType::Skipped, at, workload, "Test")
+    }
+
+    #[test]
+    fn removing_acknowledged_events_keeps_the_rest_in_order_in_the_same_storage() {
+        let mut buffer = Buffer::new(100, 1 << 20);
+        for n in 1..=6 {
+            assert!(buffer.push(event(n), 10).added);
+        }
+        let capacity = buffer.entries.capacity();
+        let acked: HashSet<Uuid> = [2, 5, 9].into_iter().map(Uuid::from_u128).collect();
+        let removed: Vec<u128> = buffer
+            .remove(&acked)
+            .iter()
+            .map(|e| e.id.as_u128())
+            .collect();
+        assert_eq!(removed, [2, 5]);
+        let left: Vec<u128> = buffer
+            .batch(10, 1 << 20)
+            .iter()
+            .map(|e| e.id.as_u128())
+            .collect();
+        assert_eq!(left, [1, 3, 4, 6]);
+        assert_eq!((buffer.len(), buffer.bytes()), (4, 40));
+        assert!(!buffer.contains(&Uuid::from_u128(2)) && buffer.contains(&Uuid::from_u128(3)));
+        assert_eq!(buffer.entries.capacity(), capacity, "no second queue");
     }
 }
