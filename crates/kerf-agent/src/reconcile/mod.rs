@@ -183,6 +183,7 @@ impl Reconciler {
         };
         let watcher = Arc::new(watcher(&ctx.settings.health));
         let hub_now = Arc::new(hub.borrow().clone());
+        let out_of_scope = out_of_scope::Reported::new(ctx.settings.outbox.max_events);
         Reconciler {
             ctx,
             hub,
@@ -194,7 +195,7 @@ impl Reconciler {
             first_poll: None,
             mirror: mirror::Mirror::default(),
             held: Vec::new(),
-            out_of_scope: out_of_scope::Reported::default(),
+            out_of_scope,
         }
     }
 
@@ -281,13 +282,19 @@ impl Reconciler {
     fn report_out_of_scope(&mut self, found: Vec<crate::rsr_sync::OutOfScope>) {
         let now = self.ctx.clock.now();
         let outbox = &self.recorder.outbox;
-        self.out_of_scope.take_new(found, now, |event| {
-            let w = &event.workload;
-            tracing::info!(workload = %format!("{}/{}/{}", w.namespace, w.kind, w.name), recommendation = event.recommendation_id.as_deref().unwrap_or_default(), "{}", event.message.as_deref().unwrap_or_default());
-            if let Err(e) = outbox.enqueue(event) {
-                tracing::error!(error = %e, category = e.category(), "event not queued");
-            }
-        });
+        self.out_of_scope
+            .take_new(found, now, |event| enqueue_out_of_scope(outbox, event));
+    }
+
+    /// Takes a delivery report in for the `OutOfScope` reports, and sends those that
+    /// waited for the room it made.
+    fn out_of_scope_settled(&mut self, report: &DeliveryReport) {
+        if self.out_of_scope.settled(report) {
+            let now = self.ctx.clock.now();
+            let outbox = &self.recorder.outbox;
+            self.out_of_scope
+                .emit_waiting(now, |event| enqueue_out_of_scope(outbox, event));
+        }
     }
 
     /// Runs until shutdown or until this replica stops leading. The passes run from a
@@ -341,6 +348,7 @@ impl Reconciler {
                     dirty.extend(self.mirror_ended(&mut queue, ended));
                 }
                 Some(report) = self.acks.recv() => {
+                    self.out_of_scope_settled(&report);
                     dirty.extend(self.take_report(&queue, report));
                     dirty.extend(self.pending_holders());
                 }
@@ -763,6 +771,19 @@ pub async fn poll_hub(
         }
         sync.poll_once().await;
         polled.send_replace(true);
+    }
+}
+
+/// Logs an `OutOfScope` report and queues it; false when the outbox did not take it.
+fn enqueue_out_of_scope(outbox: &Outbox, event: kerf_api::event::Event) -> bool {
+    let w = &event.workload;
+    tracing::info!(workload = %format!("{}/{}/{}", w.namespace, w.kind, w.name), recommendation = event.recommendation_id.as_deref().unwrap_or_default(), "{}", event.message.as_deref().unwrap_or_default());
+    match outbox.enqueue(event) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::error!(error = %e, category = e.category(), "event not queued");
+            false
+        }
     }
 }
 
