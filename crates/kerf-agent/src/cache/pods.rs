@@ -118,7 +118,7 @@ pub struct ResizeCondition {
 }
 
 /// What a pod's container is given in its spec. The pods of one template have the same, so
-/// the cache keeps one copy for all of them ([`Interner::container`]).
+/// the cache keeps one copy for all of them ([`Interner::share`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ContainerSpec {
     /// Name.
@@ -344,7 +344,7 @@ impl PodInfo {
         }
         let shape = PodShape {
             namespace: interner.intern(m.namespace.as_deref().unwrap_or_default()),
-            owner: controller_owner(&m, interner).map(|o| interner.owner(o)),
+            owner: controller_owner(&m, interner).map(|o| interner.share(o)),
             phase: PodPhase::parse(w.status.phase.as_deref()),
             qos_class: w.status.qos_class.as_deref().map(|q| interner.intern(q)),
             ready: ready_cond.is_some_and(|c| c.status == "True"),
@@ -362,7 +362,7 @@ impl PodInfo {
             node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
             ready_since: ready_cond.and_then(|c| c.last_transition_time),
             created: time(m.creation_timestamp.as_ref()),
-            shape: interner.pod_shape(shape),
+            shape: interner.share(shape),
         }
     }
 
@@ -404,7 +404,7 @@ fn pod_container(
         resize_policy: ResizePolicy::from_wire(&c.resize_policy),
     };
     PodContainer {
-        spec: interner.container(spec),
+        spec: interner.share(spec),
         actuated: Actuated::new(
             status
                 .and_then(|s| s.resources.as_ref())
@@ -734,7 +734,7 @@ mod tests {
         let mut most = 0;
         for i in 1..=10_000 {
             let pod = PodInfo::from_wire(wire("c", &format!("{i}m")), &mut interner);
-            most = most.max(interner.pod_shapes());
+            most = most.max(interner.count::<PodShape>());
             drop(pod);
         }
         assert!(most <= 2 * 1024 + 1, "{most} shapes held at once");

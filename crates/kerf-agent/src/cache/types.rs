@@ -1,15 +1,15 @@
 //! Types shared by the slim caches: workload keys, change notifications, string interning
 //! and the container shape.
 
+use std::any::{Any, TypeId};
 use std::borrow::Borrow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 
 use kerf_api::vecmap::VecMap;
 use kerf_api::{ResourceValues, WorkloadKind};
 
-use super::pods::{ContainerSpec, OwnerRef, PodShape};
 use super::wire::{ContainerWire, ResizePolicyWire};
 
 /// Identifies a workload: namespace, kind and name.
@@ -56,8 +56,8 @@ pub enum Change {
 pub type ChangeSet = BTreeSet<Change>;
 
 /// Shares repeated strings (namespaces, node names, container names, owner names) and the
-/// parts of a pod its workload's other pods repeat (its containers' spec, its owner, its
-/// shape). A watch keeps one for the objects it caches.
+/// parts of an object that other objects repeat (a pod's containers' spec, owner and shape:
+/// see `cache::pods`). A watch keeps one for the objects it caches.
 ///
 /// What no cached object holds any more is forgotten at each relist ([`Interner::prune`]),
 /// and in between whenever a kind of value has doubled since it was last pruned: pods change
@@ -65,9 +65,8 @@ pub type ChangeSet = BTreeSet<Change>;
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: Shared<str>,
-    containers: Shared<ContainerSpec>,
-    owners: Shared<OwnerRef>,
-    pod_shapes: Shared<PodShape>,
+    /// One set per kind of shared part, by its type.
+    parts: HashMap<TypeId, Box<dyn Parts>>,
 }
 
 /// One kind of shared value, and how many were kept at its last prune.
@@ -109,32 +108,56 @@ impl<T: ?Sized + Hash + Eq> Shared<T> {
     }
 }
 
+/// A set of shared parts of one type, whatever the type.
+trait Parts: Any + Send + Sync + std::fmt::Debug {
+    fn prune(&mut self);
+    fn len(&self) -> usize;
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Hash + Eq + Send + Sync + std::fmt::Debug + 'static> Parts for Shared<T> {
+    fn prune(&mut self) {
+        Shared::prune(self);
+    }
+
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 impl Interner {
     /// The shared copy of `s`.
     pub fn intern(&mut self, s: &str) -> Arc<str> {
         self.strings.share(s, Arc::from)
     }
 
-    /// The shared copy of a pod container's spec: the pods of one template have the same.
-    pub fn container(&mut self, spec: ContainerSpec) -> Arc<ContainerSpec> {
-        self.containers.share(spec, Arc::new)
+    /// The shared copy of `value`: the objects that have an equal one get the same.
+    pub fn share<T: Hash + Eq + Send + Sync + std::fmt::Debug + 'static>(
+        &mut self,
+        value: T,
+    ) -> Arc<T> {
+        let set = self
+            .parts
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Box::new(Shared::<T>::default()));
+        match set.as_any().downcast_mut::<Shared<T>>() {
+            Some(set) => set.share(value, Arc::new),
+            // The set under `T`'s id is always a `Shared<T>`.
+            None => Arc::new(value),
+        }
     }
 
-    /// The shared copy of a controlling owner: the pods of one ReplicaSet have the same.
-    pub fn owner(&mut self, owner: OwnerRef) -> Arc<OwnerRef> {
-        self.owners.share(owner, Arc::new)
-    }
-
-    /// The shared copy of a pod's shape: the pods of a workload that agree have the same.
-    pub fn pod_shape(&mut self, shape: PodShape) -> Arc<PodShape> {
-        self.pod_shapes.share(shape, Arc::new)
-    }
-
-    /// Forgets strings and shared parts no cached object uses any more.
+    /// Forgets strings and shared parts no cached object uses any more. A part may hold
+    /// another (a pod's shape holds its containers' spec): the parts are pruned twice, so
+    /// that one held only by a part pruned in the first round goes in the second.
     pub fn prune(&mut self) {
-        self.pod_shapes.prune();
-        self.containers.prune();
-        self.owners.prune();
+        for _ in 0..2 {
+            self.parts.values_mut().for_each(|p| p.prune());
+        }
         self.strings.prune();
     }
 
@@ -143,17 +166,14 @@ impl Interner {
         self.strings.set.len()
     }
 
-    /// How many pod shapes are held.
-    pub fn pod_shapes(&self) -> usize {
-        self.pod_shapes.set.len()
+    /// How many shared values of type `T` are held.
+    pub fn count<T: 'static>(&self) -> usize {
+        self.parts.get(&TypeId::of::<T>()).map_or(0, |p| p.len())
     }
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.strings.set.is_empty()
-            && self.containers.set.is_empty()
-            && self.owners.set.is_empty()
-            && self.pod_shapes.set.is_empty()
+        self.strings.set.is_empty() && self.parts.values().all(|p| p.len() == 0)
     }
 }
 
