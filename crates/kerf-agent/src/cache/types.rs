@@ -303,7 +303,13 @@ impl std::fmt::Debug for Uid {
 impl PartialEq<str> for Uid {
     fn eq(&self, other: &str) -> bool {
         match self {
-            Uid::Uuid(bytes) => Uid::new(other) == Uid::Uuid(*bytes),
+            Uid::Uuid(bytes) => {
+                let mut buf = uuid::Uuid::encode_buffer();
+                uuid::Uuid::from_bytes(*bytes)
+                    .hyphenated()
+                    .encode_lower(&mut buf)
+                    == other
+            }
             Uid::Text(text) => **text == *other,
         }
     }

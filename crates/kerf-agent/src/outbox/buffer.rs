@@ -144,6 +144,7 @@ mod tests {
         Event::new(Uuid::from_u128(n), EventType::Skipped, at, workload, "Test")
     }
 
+    // rule: EV-04 (what the hub has not acknowledged stays buffered, in order)
     #[test]
     fn removing_acknowledged_events_keeps_the_rest_in_order_in_the_same_storage() {
         let mut buffer = Buffer::new(100, 1 << 20);

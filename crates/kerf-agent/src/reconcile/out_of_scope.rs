@@ -165,6 +165,7 @@ mod tests {
         events
     }
 
+    // rule: EV-48, EV-51
     #[test]
     fn an_out_of_scope_recommendation_is_reported_once() {
         let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
@@ -194,6 +195,7 @@ mod tests {
         assert_eq!(take(&mut reported, vec![found("web", "r2")], now).len(), 1);
     }
 
+    // rule: EV-05 (a report the full outbox dropped is made again)
     #[test]
     fn a_tenth_of_the_outbox_holds_reports_at_once_and_a_dropped_one_is_reported_again() {
         let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
