@@ -201,7 +201,7 @@ impl ResizePolicy {
 }
 
 /// A container of a pod template: what decisions and the JVM heuristic read.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TemplateContainer {
     /// Name.
     pub name: Arc<str>,
@@ -245,12 +245,14 @@ impl TemplateContainer {
 }
 
 /// The containers and restartable init containers of a pod template or pod spec, in
-/// that order; other init containers are left out.
+/// that order; other init containers are left out. Each is the interner's shared copy: the
+/// workloads that run the same container (a sidecar, one image in several Deployments)
+/// hold it once.
 pub fn template_containers(
     containers: Vec<ContainerWire>,
     init_containers: Vec<ContainerWire>,
     interner: &mut Interner,
-) -> Vec<TemplateContainer> {
+) -> Vec<Arc<TemplateContainer>> {
     let sidecars = init_containers
         .into_iter()
         .filter(|c| c.restart_policy.as_deref() == Some("Always"));
@@ -260,7 +262,10 @@ pub fn template_containers(
         .chain(sidecars.map(|c| (c, true)))
         .collect();
     all.into_iter()
-        .map(|(c, sidecar)| TemplateContainer::from_wire(c, sidecar, interner))
+        .map(|(c, sidecar)| {
+            let c = TemplateContainer::from_wire(c, sidecar, interner);
+            interner.share(c)
+        })
         .collect()
 }
 

@@ -190,7 +190,7 @@ pub struct WorkloadInfo {
     /// Labels of the pod template.
     pub template_labels: VecMap<String, String>,
     /// Containers and restartable init containers of the pod template.
-    pub containers: Vec<TemplateContainer>,
+    pub containers: Vec<Arc<TemplateContainer>>,
     /// Status.
     pub status: WorkloadStatus,
 }
@@ -502,5 +502,50 @@ impl ReplicaSetIndex {
             .flatten()
             .filter_map(|n| self.items.get(&(ns.clone(), n.clone())).cloned())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(name: &str, sidecar_cpu: &str) -> DeploymentWire {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                "resourceVersion": "1"},
+            "spec": {"replicas": 2, "template": {"spec": {
+                "containers": [{"name": "app", "image": format!("registry/{name}:1"),
+                    "resources": {"requests": {"cpu": "100m"}}}],
+                "initContainers": [{"name": "proxy", "image": "registry/proxy:1",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": sidecar_cpu}}}]}}},
+        }))
+        .expect("deployment")
+    }
+
+    #[test]
+    fn workloads_that_run_the_same_container_hold_it_once_and_a_changed_one_apart() {
+        let mut interner = Interner::default();
+        let web = deployment("web", "50m").into_info(&mut interner);
+        let api = deployment("api", "50m").into_info(&mut interner);
+        let batch = deployment("batch", "80m").into_info(&mut interner);
+        let names = |w: &WorkloadInfo| -> Vec<(String, bool)> {
+            w.containers
+                .iter()
+                .map(|c| (c.name.to_string(), c.sidecar))
+                .collect()
+        };
+        assert_eq!(names(&web), [("app".into(), false), ("proxy".into(), true)]);
+        // The sidecar is the same container in web and api: one copy.
+        assert!(Arc::ptr_eq(&web.containers[1], &api.containers[1]));
+        // Each app container runs its own image: apart.
+        assert!(!Arc::ptr_eq(&web.containers[0], &api.containers[0]));
+        assert_eq!(api.containers[0].image.as_deref(), Some("registry/api:1"));
+        // A sidecar with other requests is another container.
+        assert!(!Arc::ptr_eq(&web.containers[1], &batch.containers[1]));
+        assert_eq!(interner.count::<TemplateContainer>(), 5);
+        drop((web, api, batch));
+        interner.prune();
+        assert_eq!(interner.count::<TemplateContainer>(), 0);
     }
 }
