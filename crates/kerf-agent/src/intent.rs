@@ -430,7 +430,7 @@ mod tests {
     /// A status whose change of [`plan`] was made at `now`.
     fn changing(now: DateTime<Utc>) -> RightsizingRecommendationStatus {
         RightsizingRecommendationStatus {
-            change: Some(new_change(&plan(), now)),
+            change: Some(Box::new(new_change(&plan(), now))),
             ..Default::default()
         }
     }

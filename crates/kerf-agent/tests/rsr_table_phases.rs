@@ -44,7 +44,7 @@ struct Row {
 /// have left had it overwritten REASON and written memory in bytes.
 fn with_change(c: ChangeRecord) -> RightsizingRecommendationStatus {
     RightsizingRecommendationStatus {
-        change: Some(c),
+        change: Some(Box::new(c)),
         summary: Some(Summary {
             cpu: Some("500m".into()),
             memory: Some("536870912".into()),

@@ -592,7 +592,7 @@ pub struct RightsizingRecommendationStatus {
     pub conditions: Vec<Condition>,
     /// The intent record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change: Option<ChangeRecord>,
+    pub change: Option<Box<ChangeRecord>>,
     /// Values the webhook hands to new pods (in-place only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveValues>,

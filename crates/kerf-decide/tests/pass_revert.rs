@@ -64,7 +64,7 @@ fn pods_at_300m() -> (Facts, RightsizingRecommendationStatus) {
     change.containers[0].from.requests.cpu = q("500m");
     change.containers[0].to.requests.cpu = q("300m");
     let s = RightsizingRecommendationStatus {
-        change: Some(change),
+        change: Some(Box::new(change)),
         ..Default::default()
     };
     (f, s)
@@ -128,7 +128,7 @@ fn revert_after_a_rollout_puts_the_template_back_to_the_values_before_kerf() {
     let mut change = applied_change(Duration::hours(1), ChangeState::Applied);
     change.strategy = Strategy::Rollout;
     let s = RightsizingRecommendationStatus {
-        change: Some(change),
+        change: Some(Box::new(change)),
         ..Default::default()
     };
     // The template holds the change's 500m: back to the 1 from before it.
@@ -151,7 +151,7 @@ fn an_applied_rollout_revert_hands_every_field_over_even_after_the_annotation_go
     change.revert = true;
     change.resources = Resource::ALL.to_vec();
     let s = RightsizingRecommendationStatus {
-        change: Some(change),
+        change: Some(Box::new(change)),
         ..Default::default()
     };
     for p in [reverting(), policy()] {

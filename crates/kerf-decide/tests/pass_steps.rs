@@ -76,7 +76,7 @@ impl Scene {
             order: HpaOrder::After,
             written: true,
         });
-        s.status.change = Some(change);
+        s.status.change = Some(Box::new(change));
         s.status.watch = Some(watch(None));
         s.workload.kind = WorkloadKind::StatefulSet;
         s.workload.on_delete = true;
@@ -246,7 +246,7 @@ fn ap_52_ondelete_pods_wait_for_the_controller_to_see_the_template() {
 fn a_change_in_flight_is_carried_on_and_nothing_new_is_decided() {
     for state in [ChangeState::Intent, ChangeState::Applying] {
         let mut s = Scene::fresh();
-        s.status.change = Some(applied_change(Duration::seconds(1), state));
+        s.status.change = Some(Box::new(applied_change(Duration::seconds(1), state)));
         // The facts alone would apply a change: the pass still only carries the change on.
         assert!(matches!(decide_only(&s).outcome, Outcome::Apply(_)));
         assert!(
@@ -266,11 +266,17 @@ fn decide_only(s: &Scene) -> kerf_decide::Decision {
 #[test]
 fn a_change_in_flight_starts_no_resize_under_a_freeze_or_a_pause() {
     let mut s = Scene::fresh();
-    s.status.change = Some(applied_change(Duration::seconds(1), ChangeState::Applying));
+    s.status.change = Some(Box::new(applied_change(
+        Duration::seconds(1),
+        ChangeState::Applying,
+    )));
     freeze_policy(&mut s.policy);
     assert!(matches!(s.step(), Step::Resume { may_start: false }));
     let mut s = Scene::fresh();
-    s.status.change = Some(applied_change(Duration::seconds(1), ChangeState::Applying));
+    s.status.change = Some(Box::new(applied_change(
+        Duration::seconds(1),
+        ChangeState::Applying,
+    )));
     pause(&mut s.facts, PauseScope::Fleet);
     assert!(matches!(s.step(), Step::Resume { may_start: false }));
     s.facts.hub.pause = None;
@@ -286,7 +292,7 @@ fn canary_watching(s: &mut Scene, end: DateTime<Utc>) {
         stage: kerf_api::rsr::CanaryStage::Watching,
         watch: Some(watch(Some(end))),
     });
-    s.status.change = Some(c);
+    s.status.change = Some(Box::new(c));
 }
 
 // rule: RB-11, design D25 (apply.canary)
@@ -487,7 +493,7 @@ fn ap_10_an_in_place_change_is_looked_at_again_at_its_fallback_time() {
     let mut s = Scene::fresh();
     let mut change = applied_change(Duration::seconds(30), ChangeState::Applying);
     change.first_resize_at = Some(now() - Duration::seconds(30));
-    s.status.change = Some(change);
+    s.status.change = Some(Box::new(change));
     let at = wake_times(None, &s.status, &s.policy, now());
     let fallback = now() - Duration::seconds(30) + s.policy.fallback_after.value;
     assert_eq!(at, [fallback.max(now() + Duration::seconds(1))]);
@@ -533,7 +539,10 @@ fn waiting_ondelete_pods_are_looked_at_again() {
 /// do not show its values yet (a resize accepted, pending or Deferred).
 fn settling_in_place() -> Scene {
     let mut s = Scene::fresh();
-    s.status.change = Some(applied_change(Duration::seconds(3), ChangeState::Applied));
+    s.status.change = Some(Box::new(applied_change(
+        Duration::seconds(3),
+        ChangeState::Applied,
+    )));
     of_current_recommendation(&mut s);
     s.workload.pods_settled = false;
     s

@@ -18,7 +18,7 @@ use pipeline_fixture::{effective_with, now, policy, set_mode, template};
 
 fn released() -> RightsizingRecommendationStatus {
     RightsizingRecommendationStatus {
-        change: Some(in_place_change(ChangeState::Released)),
+        change: Some(Box::new(in_place_change(ChangeState::Released))),
         ..Default::default()
     }
 }
@@ -153,7 +153,7 @@ fn a_block_sets_the_blocked_condition_with_its_reason_and_message() {
     let mut change = in_place_change(ChangeState::Applied);
     change.strategy = Strategy::Rollout;
     let prev = RightsizingRecommendationStatus {
-        change: Some(change),
+        change: Some(Box::new(change)),
         ..Default::default()
     };
     let s = build(&mut f, &policy(), &prev);

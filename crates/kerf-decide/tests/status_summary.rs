@@ -52,7 +52,7 @@ fn audit_shows_current_then_recommended_in_quantity_form() {
 fn a_memory_only_rollback_of_an_in_place_change_shows_the_cpu_the_pods_keep() {
     let mut f = checkout();
     let mut prev = RightsizingRecommendationStatus {
-        change: Some(in_place_change(ChangeState::RolledBack)),
+        change: Some(Box::new(in_place_change(ChangeState::RolledBack))),
         ..Default::default()
     };
     prev.last_rollback = Some(RollbackRecord {
@@ -74,7 +74,7 @@ fn an_in_place_change_released_to_audit_shows_the_values_the_pods_still_run() {
     let mut f = checkout();
     f.recommendation.containers = vec![recommendation("250m", "384Mi")];
     let prev = RightsizingRecommendationStatus {
-        change: Some(in_place_change(ChangeState::Released)),
+        change: Some(Box::new(in_place_change(ChangeState::Released))),
         ..Default::default()
     };
     let mut p = policy();

@@ -315,7 +315,7 @@ pub fn rsr_state(status: &RightsizingRecommendationStatus, now: DateTime<Utc>) -
         .as_ref()
         .is_some_and(|c| matches!(c.state, ChangeState::RollingBack | ChangeState::RolledBack));
     RsrState {
-        change: status.change.clone(),
+        change: status.change.as_deref().cloned(),
         last_rollback: status.last_rollback.clone(),
         live: status.live.clone(),
         strategy: status.strategy.clone(),

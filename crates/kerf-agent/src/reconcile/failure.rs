@@ -95,7 +95,7 @@ mod tests {
 
     fn status() -> RightsizingRecommendationStatus {
         RightsizingRecommendationStatus {
-            change: Some(ChangeRecord {
+            change: Some(Box::new(ChangeRecord {
                 id: "c1".into(),
                 state: ChangeState::Applying,
                 recommendation_id: "rec-1".into(),
@@ -115,7 +115,7 @@ mod tests {
                 progress: None,
                 canary: None,
                 revert: false,
-            }),
+            })),
             ..Default::default()
         }
     }

@@ -401,7 +401,7 @@ async fn start(
     };
     let change = intent::new_change(plan, p.now);
     let revert = change.revert;
-    s.change = Some(change);
+    s.change = Some(Box::new(change));
     trace::record_change(s);
     // A revert raises values back to the template's: no canary, no health watch to undo it.
     if !revert {

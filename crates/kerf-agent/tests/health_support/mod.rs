@@ -141,7 +141,7 @@ pub fn watching(
 ) -> RightsizingRecommendationStatus {
     RightsizingRecommendationStatus {
         phase: Some(kerf_api::rsr::Phase::Applied),
-        change: Some(change),
+        change: Some(Box::new(change)),
         watch: Some(WatchStatus {
             start,
             end,

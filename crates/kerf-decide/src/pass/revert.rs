@@ -35,7 +35,7 @@ pub fn revert_plan(facts: &Facts, s: &RightsizingRecommendationStatus) -> Option
         .into_iter()
         .filter(|r| containers.iter().any(|c| c.to.requests.get(*r).is_some()))
         .collect();
-    let strategy = if s.change.as_ref().is_some_and(template_changed_by) {
+    let strategy = if s.change.as_deref().is_some_and(template_changed_by) {
         Strategy::Rollout
     } else {
         Strategy::InPlace

@@ -78,7 +78,7 @@ pub fn summary(s: &RightsizingRecommendationStatus, input: &SummaryInput<'_>) ->
         mode: input.decision.map(mode_text).or(prev.mode.clone()),
         reason: reason(s, input).or(prev.reason.clone()),
         policy: input.policy_name.map(str::to_owned),
-        last_change: s.change.as_ref().and_then(last_change),
+        last_change: s.change.as_deref().and_then(last_change),
         next: next(s, input),
     }
 }

@@ -36,7 +36,7 @@ pub fn build(
     p: &EffectivePolicy,
     prev: &RightsizingRecommendationStatus,
 ) -> RightsizingRecommendationStatus {
-    f.state.change = prev.change.clone();
+    f.state.change = prev.change.as_deref().cloned();
     f.state.last_rollback = prev.last_rollback.clone();
     f.state.live = prev.live.clone();
     let d = kerf_decide::decide(f, p, now());
@@ -57,7 +57,7 @@ pub fn build(
 /// As [`build`] under the fixture's policy, after a pass that recorded `change`.
 pub fn build_after(f: &mut Facts, change: ChangeRecord) -> RightsizingRecommendationStatus {
     let prev = RightsizingRecommendationStatus {
-        change: Some(change),
+        change: Some(Box::new(change)),
         ..Default::default()
     };
     build(f, &policy(), &prev)
