@@ -536,6 +536,8 @@ mod tests {
                 .collect()
         };
         assert_eq!(names(&web), [("app".into(), false), ("proxy".into(), true)]);
+        // The list keeps no room beyond its containers.
+        assert_eq!(web.containers.capacity(), web.containers.len());
         // The sidecar is the same container in web and api: one copy.
         assert!(Arc::ptr_eq(&web.containers[1], &api.containers[1]));
         // Each app container runs its own image: apart.

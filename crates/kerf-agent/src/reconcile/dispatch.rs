@@ -237,9 +237,7 @@ pub fn put_back(memory: &mut Memory, part: Memory) {
         requeued,
         backoff,
     } = schedule;
-    for (at, keys) in timers {
-        memory.schedule.timers.entry(at).or_default().extend(keys);
-    }
+    memory.schedule.timers.extend(timers);
     memory.schedule.requeued.extend(requeued);
     memory.schedule.backoff.extend(backoff);
     // The acknowledged ids were a copy: the shared list is the one kept.

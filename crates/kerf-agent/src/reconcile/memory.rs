@@ -5,7 +5,7 @@
 //! how often an action failed ([`Attempts`]). Everything else is rebuilt from status
 //! after a restart.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -17,8 +17,10 @@ use crate::outbox::DeliveryReport;
 /// Timers, requeues and per-workload backoff.
 #[derive(Debug, Default)]
 pub struct Schedule {
-    /// When a workload must be decided again.
-    pub timers: BTreeMap<DateTime<Utc>, BTreeSet<WorkloadKey>>,
+    /// When a workload must be decided again: one entry per time and workload (a set of
+    /// workloads per time would take a B-tree node of eleven keys for each of the
+    /// thousands of times that only one workload waits for).
+    pub timers: BTreeSet<(DateTime<Utc>, WorkloadKey)>,
     /// Workloads whose pass acted: their next step follows at once.
     pub requeued: BTreeSet<WorkloadKey>,
     /// Failures in a row and when to try again.
@@ -28,21 +30,24 @@ pub struct Schedule {
 impl Schedule {
     /// Decides `key` again at `at`.
     pub fn wake_at(&mut self, at: DateTime<Utc>, key: &WorkloadKey) {
-        self.timers.entry(at).or_default().insert(key.clone());
+        self.timers.insert((at, key.clone()));
     }
 
     /// The workloads whose timer is due at `now`, removed from the timers.
     pub fn take_due(&mut self, now: DateTime<Utc>) -> BTreeSet<WorkloadKey> {
-        let later = self
-            .timers
-            .split_off(&(now + chrono::Duration::milliseconds(1)));
-        let due = std::mem::replace(&mut self.timers, later);
-        due.into_values().flatten().collect()
+        let until = now + chrono::Duration::milliseconds(1);
+        let mut due = BTreeSet::new();
+        while self.timers.first().is_some_and(|(at, _)| *at < until) {
+            if let Some((_, key)) = self.timers.pop_first() {
+                due.insert(key);
+            }
+        }
+        due
     }
 
     /// The earliest timer.
     pub fn next_timer(&self) -> Option<DateTime<Utc>> {
-        self.timers.keys().next().copied()
+        self.timers.first().map(|(at, _)| *at)
     }
 }
 
@@ -164,4 +169,31 @@ pub struct Memory {
     pub objects: ObjectWrites,
     /// Failed actions.
     pub attempts: Attempts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_api::WorkloadKind;
+
+    #[test]
+    fn timers_fire_once_at_their_time_and_a_workload_may_wait_for_several() {
+        let t0 = DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::hours(1);
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        let a = WorkloadKey::new("ns", WorkloadKind::Deployment, "a");
+        let b = WorkloadKey::new("ns", WorkloadKind::Deployment, "b");
+        let mut s = Schedule::default();
+        s.wake_at(at(30), &a);
+        s.wake_at(at(10), &a);
+        s.wake_at(at(10), &b);
+        s.wake_at(at(10), &b);
+        assert_eq!(s.next_timer(), Some(at(10)));
+        assert!(s.take_due(at(9)).is_empty());
+        assert_eq!(s.take_due(at(10)), BTreeSet::from([a.clone(), b.clone()]));
+        // Each timer fires once; a's later one still waits.
+        assert!(s.take_due(at(10)).is_empty());
+        assert_eq!(s.next_timer(), Some(at(30)));
+        assert_eq!(s.take_due(at(60)), BTreeSet::from([a]));
+        assert_eq!(s.next_timer(), None);
+    }
 }
