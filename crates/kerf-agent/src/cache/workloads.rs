@@ -1,6 +1,6 @@
 //! Deployments, StatefulSets, DaemonSets and the ReplicaSet -> Deployment map.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -399,11 +399,13 @@ impl ReplicaSetInfo {
 /// Namespace and name.
 type NsName = (Arc<str>, Arc<str>);
 
-/// ReplicaSets by namespace and name, and by owning Deployment.
+/// ReplicaSets by namespace and name, and by owning Deployment (their names sorted: a
+/// Deployment has one or a few, and a one-entry B-tree set would take a whole node of
+/// eleven slots).
 #[derive(Debug, Default)]
 pub struct ReplicaSetIndex {
     items: HashMap<NsName, Arc<ReplicaSetInfo>>,
-    by_deployment: HashMap<NsName, BTreeSet<Arc<str>>>,
+    by_deployment: HashMap<NsName, Vec<Arc<str>>>,
 }
 
 impl ReplicaSetIndex {
@@ -416,10 +418,13 @@ impl ReplicaSetIndex {
                 kind: WorkloadKind::Deployment,
                 name: d.clone(),
             }));
-            self.by_deployment
+            let names = self
+                .by_deployment
                 .entry((rs.namespace.clone(), d.clone()))
-                .or_default()
-                .insert(rs.name.clone());
+                .or_default();
+            if let Err(i) = names.binary_search(&rs.name) {
+                names.insert(i, rs.name.clone());
+            }
         }
         self.items
             .insert((rs.namespace.clone(), rs.name.clone()), Arc::new(rs));
@@ -438,7 +443,7 @@ impl ReplicaSetIndex {
             }));
             let k = (namespace.clone(), d.clone());
             if let Some(set) = self.by_deployment.get_mut(&k) {
-                set.remove(name);
+                set.retain(|n| n != name);
                 if set.is_empty() {
                     self.by_deployment.remove(&k);
                 }
@@ -549,5 +554,53 @@ mod tests {
         drop((web, api, batch));
         interner.prune();
         assert_eq!(interner.count::<TemplateContainer>(), 0);
+    }
+
+    fn replica_set(name: &str, deployment: &str) -> ReplicaSetInfo {
+        let wire: ReplicaSetWire = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "a", "uid": format!("uid-{name}"),
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": deployment, "uid": format!("uid-{deployment}"),
+                    "controller": true}]},
+        }))
+        .expect("replica set");
+        ReplicaSetInfo::from_wire(wire, &mut Interner::default())
+    }
+
+    #[test]
+    fn a_deployments_replica_sets_are_found_by_name_in_order_until_removed() {
+        let mut index = ReplicaSetIndex::default();
+        let mut changes = ChangeSet::new();
+        for (rs, d) in [
+            ("web-b", "web"),
+            ("web-a", "web"),
+            ("api-a", "api"),
+            ("web-b", "web"),
+        ] {
+            index.upsert(replica_set(rs, d), &mut changes);
+        }
+        let names = |index: &ReplicaSetIndex, d: &str| -> Vec<String> {
+            index
+                .of_deployment("a", d)
+                .iter()
+                .map(|rs| rs.name.to_string())
+                .collect()
+        };
+        assert_eq!(names(&index, "web"), ["web-a", "web-b"]);
+        assert_eq!(names(&index, "api"), ["api-a"]);
+        assert!(changes.contains(&Change::Workload(WorkloadKey::new(
+            "a",
+            WorkloadKind::Deployment,
+            "web"
+        ))));
+        index.remove(&"a".into(), &"web-a".into(), &mut changes);
+        assert_eq!(names(&index, "web"), ["web-b"]);
+        index.remove(&"a".into(), &"web-b".into(), &mut changes);
+        assert!(names(&index, "web").is_empty());
+        assert!(
+            !index
+                .by_deployment
+                .contains_key(&("a".into(), "web".into()))
+        );
     }
 }

@@ -172,7 +172,7 @@ impl HubClient {
                 Err(status_error(endpoint, &answer))
             };
         }
-        let (list, outside) = if self.cfg.scope_namespaces.is_empty() {
+        let (mut list, mut outside) = if self.cfg.scope_namespaces.is_empty() {
             let list: RecommendationList = decode(endpoint, &answer.body)?;
             (list, Vec::new())
         } else {
@@ -184,6 +184,10 @@ impl HubClient {
             )?;
             (scoped.list, scoped.outside)
         };
+        // Kept until the hub's next answer: without the room the decoding grew into (a JSON
+        // array's length is not known before its end, so its `Vec` doubled as it went).
+        list.recommendations.shrink_to_fit();
+        outside.shrink_to_fit();
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
