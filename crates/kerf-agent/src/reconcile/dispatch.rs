@@ -30,6 +30,17 @@ pub struct Queue<K> {
 }
 
 impl<K: Clone + Eq + Hash> Queue<K> {
+    /// Gives back the room a burst of keys left (the first pass over every workload
+    /// queues them all): see [`super::memory::shrink_sparse`].
+    pub fn shrink_sparse(&mut self) {
+        for lane in &mut self.lanes {
+            super::memory::shrink_sparse(lane);
+        }
+        super::memory::shrink_sparse(&mut self.queued);
+        super::memory::shrink_sparse(&mut self.running);
+        super::memory::shrink_sparse(&mut self.again);
+    }
+
     /// An empty queue of `limit` slots (at least one).
     pub fn new(limit: usize) -> Queue<K> {
         Queue {

@@ -89,6 +89,11 @@ pub struct ObjectWrites {
 }
 
 impl ObjectWrites {
+    /// Gives back the room a burst of writes left ([`super::memory::shrink_sparse`]).
+    pub fn shrink_sparse(&mut self) {
+        super::memory::shrink_sparse(&mut self.by_key);
+    }
+
     /// Records the writes of a pass over `key`; a later write to an object replaces the
     /// earlier one.
     pub fn record(&mut self, key: &WorkloadKey, writes: Vec<(Written, OwnWrite)>) {

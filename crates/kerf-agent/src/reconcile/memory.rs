@@ -146,6 +146,22 @@ impl WriteLedger {
     }
 }
 
+impl Memory {
+    /// Gives back the room of the ledgers that a burst grew and that emptied since
+    /// ([`shrink_sparse`]).
+    pub fn shrink_sparse(&mut self) {
+        shrink_sparse(&mut self.schedule.backoff);
+        shrink_sparse(&mut self.reports.in_flight);
+        shrink_sparse(&mut self.reports.acked_reports);
+        shrink_sparse(&mut self.reports.acked_ids);
+        shrink_sparse(&mut self.writes.superseded);
+        shrink_sparse(&mut self.writes.invalid);
+        self.objects.shrink_sparse();
+        shrink_sparse(&mut self.attempts.failures);
+        shrink_sparse(&mut self.attempts.refused_evictions);
+    }
+}
+
 /// Failed attempts of actions.
 #[derive(Debug, Default)]
 pub struct Attempts {
@@ -154,6 +170,78 @@ pub struct Attempts {
     pub failures: HashMap<String, u32>,
     /// OnDelete evictions refused and reported, by change id and pod.
     pub refused_evictions: HashSet<(String, String)>,
+}
+
+/// A collection whose room can be given back.
+pub trait Room {
+    /// Entries held.
+    fn held(&self) -> usize;
+    /// Entries it has room for.
+    fn room(&self) -> usize;
+    /// Keeps room for what it holds only.
+    fn shrink(&mut self);
+}
+
+impl<K: Eq + std::hash::Hash, V> Room for HashMap<K, V> {
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn shrink(&mut self) {
+        self.shrink_to_fit();
+    }
+}
+
+impl<K: Eq + std::hash::Hash> Room for HashSet<K> {
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn shrink(&mut self) {
+        self.shrink_to_fit();
+    }
+}
+
+impl<T> Room for Vec<T> {
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn shrink(&mut self) {
+        self.shrink_to_fit();
+    }
+}
+
+impl<T> Room for std::collections::VecDeque<T> {
+    fn held(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn shrink(&mut self) {
+        self.shrink_to_fit();
+    }
+}
+
+/// Below this much room a collection keeps it.
+const ROOM_FLOOR: usize = 64;
+
+/// Gives back the room of a collection that holds under a quarter of it. Hash maps and
+/// vectors never shrink on their own: a burst (the first pass over every workload, a wave
+/// of reports waiting for the hub) would leave its room behind for the agent's life. A
+/// collection shrunk here has room for about what it holds, so it is shrunk again only
+/// after it grows and empties again.
+pub fn shrink_sparse(c: &mut impl Room) {
+    if c.room() > ROOM_FLOOR && c.held() * 4 < c.room() {
+        c.shrink();
+    }
 }
 
 /// The reconciler's ledgers.
@@ -195,5 +283,26 @@ mod tests {
         assert_eq!(s.next_timer(), Some(at(30)));
         assert_eq!(s.take_due(at(60)), BTreeSet::from([a]));
         assert_eq!(s.next_timer(), None);
+    }
+
+    #[test]
+    fn a_ledger_gives_back_the_room_of_a_burst_once_it_has_emptied() {
+        let key = |i: usize| WorkloadKey::new("ns", WorkloadKind::Deployment, &format!("w{i}"));
+        let mut m = Memory::default();
+        for i in 0..10_000 {
+            m.writes.invalid.insert(key(i), "spec: missing".into());
+        }
+        let burst = m.writes.invalid.capacity();
+        assert!(burst >= 10_000);
+        // Ten entries left: the room follows them.
+        m.writes.invalid.retain(|k, _| k.name.len() == 2);
+        assert_eq!(m.writes.invalid.len(), 10);
+        m.shrink_sparse();
+        assert!(
+            m.writes.invalid.capacity() < 64,
+            "{}",
+            m.writes.invalid.capacity()
+        );
+        assert_eq!(m.writes.invalid.len(), 10);
     }
 }

@@ -570,6 +570,8 @@ impl Reconciler {
         for k in std::mem::take(&mut memory.schedule.requeued) {
             queue.push(k, 0);
         }
+        memory.shrink_sparse();
+        queue.shrink_sparse();
         tracing::debug!(workload = %key, running = queue.running(), ready = queue.ready(), "slot freed");
     }
 
