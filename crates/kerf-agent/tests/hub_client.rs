@@ -69,6 +69,24 @@ fn statuses(hub: &DevHub, e: Endpoint) -> Vec<u16> {
     hub.requests_to(e).iter().map(|r| r.status).collect()
 }
 
+#[tokio::test]
+async fn the_list_kept_until_the_next_answer_has_no_room_beyond_its_recommendations() {
+    let rig = rig("t", "t").await.unwrap();
+    let list: Vec<Recommendation> = (0..5).map(|i| recommendation(&format!("w{i}"))).collect();
+    rig.hub.set_recommendations(CLUSTER, list);
+    rig.client.fetch_recommendations().await.unwrap();
+    // Read in place: a clone would have exact room whatever the kept list has.
+    let state = rig.client.subscribe();
+    let state = state.borrow();
+    let good = &state.last_good_recommendations.as_ref().unwrap().value;
+    // Decoded, five recommendations had room for eight, and each one container for four.
+    assert_eq!(good.recommendations.len(), 5);
+    assert_eq!(good.recommendations.capacity(), 5);
+    for r in &good.recommendations {
+        assert_eq!(r.containers.capacity(), r.containers.len());
+    }
+}
+
 // rule: EV-37
 #[tokio::test]
 async fn etag_304_keeps_the_list_and_counts_as_a_successful_fetch() {

@@ -185,8 +185,12 @@ impl HubClient {
             (scoped.list, scoped.outside)
         };
         // Kept until the hub's next answer: without the room the decoding grew into (a JSON
-        // array's length is not known before its end, so its `Vec` doubled as it went).
+        // array's length is not known before its end, so each `Vec` doubled as it went; a
+        // recommendation's one container kept room for four).
         list.recommendations.shrink_to_fit();
+        for r in &mut list.recommendations {
+            r.containers.shrink_to_fit();
+        }
         outside.shrink_to_fit();
         let mut same = false;
         self.state.send_if_modified(|s| {
