@@ -45,10 +45,20 @@ fn convert_part<T: DeserializeOwned>(
     })
 }
 
+/// Leaves out of a watched object's metadata what the cache does not keep (managedFields,
+/// kubectl's last-applied copy) and the room its lists grew into while they were decoded
+/// (a JSON list's length is not known before its end).
 fn strip_meta(obj: &mut DynamicObject) {
-    obj.metadata.managed_fields = None;
-    if let Some(a) = obj.metadata.annotations.as_mut() {
+    let m = &mut obj.metadata;
+    m.managed_fields = None;
+    if let Some(a) = m.annotations.as_mut() {
         a.remove(super::wire::LAST_APPLIED_ANNOTATION);
+    }
+    if let Some(o) = m.owner_references.as_mut() {
+        o.shrink_to_fit();
+    }
+    if let Some(f) = m.finalizers.as_mut() {
+        f.shrink_to_fit();
     }
 }
 
@@ -187,3 +197,33 @@ fn workload_from_labels(labels: &BTreeMap<String, String>) -> Option<(WorkloadKi
 pub type RsrIndex = ByWorkload<RsrEntry>;
 
 workload_item!(RsrEntry, workload);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_rsr_keeps_its_owner_without_the_room_its_decoding_grew_into() {
+        // Decoded from text as a watch decodes it: a list's room doubles as it is read.
+        let text = serde_json::json!({
+            "apiVersion": "kerf.getkerf.dev/v1alpha1", "kind": "RightsizingRecommendation",
+            "metadata": {"name": "deployment-web", "namespace": "shop", "uid": "u1",
+                "resourceVersion": "7",
+                "labels": {LABEL_WORKLOAD_KIND: "Deployment", LABEL_WORKLOAD_NAME: "web"},
+                "finalizers": ["kerf.getkerf.dev/release"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": "web", "uid": "w1"}]},
+            "spec": {"workloadRef": {"kind": "Deployment", "name": "web"},
+                "recommendationID": "r1", "containers": []},
+        })
+        .to_string();
+        let obj: DynamicObject = serde_json::from_str(&text).expect("rsr");
+        let entry = RsrEntry::from_dynamic(obj, &mut Interner::default());
+        let rsr = entry.rsr.expect("converts");
+        let owners = rsr.metadata.owner_references.expect("owner kept");
+        assert_eq!(owners[0].name, "web");
+        assert_eq!(owners.capacity(), 1);
+        assert_eq!(rsr.metadata.finalizers.expect("kept").capacity(), 1);
+        assert_eq!(entry.workload.expect("workload").name.as_ref(), "web");
+    }
+}
