@@ -211,6 +211,8 @@ fn workloads_hpas_and_nodes_are_indexed() {
     assert_eq!(hpas.len(), 1);
     assert_eq!(hpas[0].resource_metrics[0].index, 1);
     assert_eq!(hpas[0].resource_metrics[0].average_utilization, Some(60));
+    // The one metric kept, with no room left from the wire list.
+    assert_eq!(hpas[0].resource_metrics.capacity(), 1);
     cache.delete_workload(&key);
     assert!(cache.workload(&key).is_none());
 

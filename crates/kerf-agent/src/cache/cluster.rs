@@ -118,7 +118,7 @@ impl HpaInfo {
             kind,
             name: interner.intern(&t.name),
         });
-        let resource_metrics = w
+        let mut resource_metrics: Vec<HpaResourceMetric> = w
             .spec
             .metrics
             .into_iter()
@@ -140,6 +140,8 @@ impl HpaInfo {
                 })
             })
             .collect();
+        // Collected in place from the wire list: without the rest of its room.
+        resource_metrics.shrink_to_fit();
         HpaInfo {
             namespace: ns,
             name: w.metadata.name.unwrap_or_default(),
