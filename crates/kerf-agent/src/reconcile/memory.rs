@@ -182,53 +182,30 @@ pub trait Room {
     fn shrink(&mut self);
 }
 
-impl<K: Eq + std::hash::Hash, V> Room for HashMap<K, V> {
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink(&mut self) {
-        self.shrink_to_fit();
-    }
+/// Implements [`Room`] for a std collection through its own `len`, `capacity` and
+/// `shrink_to_fit`.
+macro_rules! room {
+    ($([$($params:tt)*] $collection:ty),* $(,)?) => {$(
+        impl<$($params)*> Room for $collection {
+            fn held(&self) -> usize {
+                self.len()
+            }
+            fn room(&self) -> usize {
+                self.capacity()
+            }
+            fn shrink(&mut self) {
+                self.shrink_to_fit();
+            }
+        }
+    )*};
 }
 
-impl<K: Eq + std::hash::Hash> Room for HashSet<K> {
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink(&mut self) {
-        self.shrink_to_fit();
-    }
-}
-
-impl<T> Room for Vec<T> {
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink(&mut self) {
-        self.shrink_to_fit();
-    }
-}
-
-impl<T> Room for std::collections::VecDeque<T> {
-    fn held(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink(&mut self) {
-        self.shrink_to_fit();
-    }
-}
+room!(
+    [K: Eq + std::hash::Hash, V] HashMap<K, V>,
+    [K: Eq + std::hash::Hash] HashSet<K>,
+    [T] Vec<T>,
+    [T] std::collections::VecDeque<T>,
+);
 
 /// Below this much room a collection keeps it.
 const ROOM_FLOOR: usize = 64;
