@@ -19,14 +19,19 @@ ARG REVISION
 ARG TARGETPLATFORM
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# The settings built into the agent's jemalloc (kerf_agent::runtime::allocator_settings).
+COPY .cargo ./.cargo
 COPY crates ./crates
 # The e2e package is a workspace member: cargo loads every member's manifest and targets.
 COPY tests ./tests
 # No .git in the build context: the commit comes from REVISION (crates/kerf-agent/build.rs).
-# One target cache per platform: a multi-platform build runs both at once.
+# One target cache per platform: a multi-platform build runs both at once. jemalloc's page
+# size is fixed when it is built: 64 KiB on arm64 runs on kernels with 4 KiB and 64 KiB
+# pages alike.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,id=kerf-target-${TARGETPLATFORM} \
-    KERF_COMMIT="$(printf %.7s "$REVISION")" \
+    if [ "$TARGETPLATFORM" = linux/arm64 ]; then export JEMALLOC_SYS_WITH_LG_PAGE=16; fi \
+    && KERF_COMMIT="$(printf %.7s "$REVISION")" \
     cargo build --release --locked -p kerf-agent --bin kerf-agent \
     && install -D -m 0755 target/release/kerf-agent /out/kerf-agent
 
@@ -41,9 +46,6 @@ LABEL org.opencontainers.image.title="kerf-agent" \
       org.opencontainers.image.source="https://github.com/getkerf/kerf-agent" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/kerf-agent /usr/local/bin/kerf-agent
-# glibc's allocator with a fixed mmap threshold: large buffers go back to the system when
-# freed (kerf_agent::runtime::GLIBC_TUNABLES, docs/benchmarks.md).
-ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072
 USER 65532:65532
 EXPOSE 8080 8443
 ENTRYPOINT ["/usr/local/bin/kerf-agent"]

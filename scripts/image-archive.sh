@@ -116,7 +116,6 @@ main() {
     --config.entrypoint /usr/local/bin/kerf-agent --config.cmd run \
     --config.env PATH=/usr/local/bin:/usr/bin:/bin \
     --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
-    --config.env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536:glibc.malloc.trim_threshold=131072 \
     --config.exposedports 8080/tcp --config.exposedports 8443/tcp \
     --config.label org.opencontainers.image.title=kerf-agent \
     --config.label "org.opencontainers.image.version=$version" \

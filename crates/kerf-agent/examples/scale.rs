@@ -14,8 +14,10 @@
 //! more than 25 %. `--scoped-namespaces K` runs the agent scoped to the first K of the
 //! ten namespaces (`--scope-namespaces`), so that it manages K tenths of the workloads
 //! while the cluster holds them all: the pass then waits for those workloads' rsrs only.
-//! The agent runs with its image's `GLIBC_TUNABLES` unless the run's environment sets one
-//! (an empty one gives glibc's defaults); the line names what it ran with.
+//! The agent runs with its allocator as released (jemalloc with the settings built into
+//! it; `_RJEM_MALLOC_CONF` in the run's environment adds to them); `--system-allocator`
+//! builds it with the system allocator instead, which a heap profiler given with
+//! `--agent-wrapper` sees. The line names what it ran with.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -52,6 +54,8 @@ struct Args {
     agent_wrapper: Option<String>,
     /// The agent manages the first this many namespaces only (all when `None`).
     scoped_namespaces: Option<usize>,
+    /// The agent is built with the system allocator instead of jemalloc.
+    system_allocator: bool,
 }
 
 impl Args {
@@ -84,6 +88,7 @@ fn parse_args() -> anyhow::Result<Args> {
         agent_log: "warn".to_owned(),
         agent_wrapper: None,
         scoped_namespaces: None,
+        system_allocator: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -100,6 +105,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--agent-arg" => a.agent_args.push(value()?),
             "--agent-log" => a.agent_log = value()?,
             "--agent-wrapper" => a.agent_wrapper = Some(value()?),
+            "--system-allocator" => a.system_allocator = true,
             "--scoped-namespaces" => {
                 let k: usize = value()?.parse()?;
                 anyhow::ensure!(
@@ -114,7 +120,7 @@ fn parse_args() -> anyhow::Result<Args> {
             other => anyhow::bail!(
                 "unknown argument {other}; known: --workloads --pods-per-workload \
                  --change-share --idle-seconds --baseline --agent-arg --agent-log \
-                 --agent-wrapper --scoped-namespaces"
+                 --agent-wrapper --system-allocator --scoped-namespaces"
             ),
         }
     }
@@ -237,7 +243,11 @@ struct Agent {
 
 fn start_agent(sim: &Sim, hub: &str, args: &Args) -> anyhow::Result<Agent> {
     let port = free_port()?;
-    let bin = agent_binary(AgentBuild::Plain)?;
+    let bin = agent_binary(if args.system_allocator {
+        AgentBuild::SystemAllocator
+    } else {
+        AgentBuild::Plain
+    })?;
     let mut cmd = agent_run(&bin, CLUSTER, hub, "10s");
     if let Some(wrapper) = &args.agent_wrapper {
         // The wrapper's words, then the agent's command line as `agent_run` made it.
@@ -248,11 +258,6 @@ fn start_agent(sim: &Sim, hub: &str, args: &Args) -> anyhow::Result<Agent> {
             .arg(cmd.get_program())
             .args(cmd.get_args());
         cmd = wrapped;
-    }
-    // The allocator settings of the agent's image, unless this run is given its own
-    // (`GLIBC_TUNABLES= scale ...` runs the agent with glibc's defaults).
-    if std::env::var_os("GLIBC_TUNABLES").is_none() {
-        cmd.env("GLIBC_TUNABLES", kerf_agent::runtime::GLIBC_TUNABLES);
     }
     let child = cmd
         .env("KUBECONFIG", sim.kubeconfig_path())
@@ -562,8 +567,12 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "workloads": args.workloads, "pods_per_workload": args.pods,
         "change_share": args.change_share,
         "scoped_namespaces": args.scoped_namespaces,
-        "glibc_tunables": std::env::var("GLIBC_TUNABLES")
-            .unwrap_or_else(|_| kerf_agent::runtime::GLIBC_TUNABLES.to_owned()),
+        "allocator": if args.system_allocator { "system" } else { kerf_agent::runtime::ALLOCATOR },
+        "allocator_settings": if args.system_allocator {
+            String::new()
+        } else {
+            kerf_agent::runtime::allocator_settings()
+        },
         "workloads_in_scope": (0..args.workloads).filter(|d| args.in_scope(*d)).count(),
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),

@@ -7,6 +7,11 @@ use kerf_agent::cli::{Cli, Command, ExplainArgs, ReportArgs};
 use kerf_agent::explain_cmd::{ExplainError, Given};
 use kerf_agent::settings::Settings;
 
+/// jemalloc, with the settings built into it (`kerf_agent::runtime::allocator_settings`).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Exit code of an invalid setting (as clap uses for bad arguments).
 const EXIT_INVALID_SETTING: u8 = 2;
 

@@ -112,16 +112,33 @@ fn the_rust_version_is_the_workspaces() {
     );
 }
 
+/// The settings of the agent's jemalloc are built into it from `.cargo/config.toml`
+/// (`kerf_agent::runtime::allocator_settings`): the builder stage must copy that file, and
+/// the image sets no glibc allocator tunables, which the agent's allocator would not read.
 #[test]
-fn the_image_runs_the_agent_with_its_allocator_settings() {
-    let want = format!("GLIBC_TUNABLES={}", kerf_agent::runtime::GLIBC_TUNABLES);
+fn the_image_builds_the_agent_with_its_allocator_settings() {
     let d = read("Dockerfile");
     assert!(
-        runtime_stage(&d).contains(&format!("ENV {want}\n")),
-        "the Dockerfile's runtime stage does not set {want}"
+        d.lines().any(|l| l == "COPY .cargo ./.cargo"),
+        "the builder stage does not copy .cargo (the jemalloc settings)"
+    );
+    let config = read(".cargo/config.toml");
+    assert!(
+        config.contains("JEMALLOC_SYS_WITH_MALLOC_CONF = \""),
+        ".cargo/config.toml sets no jemalloc settings"
     );
     assert!(
-        read("scripts/image-archive.sh").contains(&format!("--config.env {want} ")),
-        "scripts/image-archive.sh does not set {want}"
+        !d.contains("GLIBC_TUNABLES"),
+        "the Dockerfile sets GLIBC_TUNABLES"
+    );
+    assert!(
+        !read("scripts/image-archive.sh").contains("GLIBC_TUNABLES"),
+        "scripts/image-archive.sh sets GLIBC_TUNABLES"
+    );
+    // Both arm64 builds give jemalloc the 64 KiB page size.
+    assert!(d.contains("linux/arm64 ]; then export JEMALLOC_SYS_WITH_LG_PAGE=16;"));
+    assert!(
+        read(".github/workflows/release.yml")
+            .contains("= arm64 ]; then export JEMALLOC_SYS_WITH_LG_PAGE=16;")
     );
 }

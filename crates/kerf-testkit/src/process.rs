@@ -39,6 +39,9 @@ pub enum AgentBuild {
     FailPoints,
     /// Without them, as it is released.
     Plain,
+    /// Without them and with the system allocator instead of jemalloc
+    /// (`--no-default-features`), whose `malloc` a heap profiler such as heaptrack sees.
+    SystemAllocator,
 }
 
 /// The `kerf-agent` binary in the target directory of the running test or example
@@ -62,8 +65,14 @@ pub fn agent_binary(build: AgentBuild) -> anyhow::Result<PathBuf> {
         .arg(manifest)
         .arg("--target-dir")
         .arg(target_dir);
-    if build == AgentBuild::FailPoints {
-        cmd.args(["--features", "failpoints"]);
+    match build {
+        AgentBuild::FailPoints => {
+            cmd.args(["--features", "failpoints"]);
+        }
+        AgentBuild::SystemAllocator => {
+            cmd.arg("--no-default-features");
+        }
+        AgentBuild::Plain => {}
     }
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
