@@ -560,6 +560,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     let pass = measure_pass(&args, counts, &agent).await?;
     let (writes, write_rate) = wave_rate(&sim);
     let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);
+    // The RSS in its parts: the heap and stacks, and the binary's own pages.
+    let (anon, file) = (agent.status_kib("RssAnon:")?, agent.status_kib("RssFile:")?);
     let settle_s = wait_quiet(&sim).await;
     let (cpu, verbs, decisions) = measure_idle(&args, &sim, &agent).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -576,7 +578,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "workloads_in_scope": (0..args.workloads).filter(|d| args.in_scope(*d)).count(),
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),
-        "rss_kib": rss, "hwm_kib": hwm, "settle_s": round(settle_s),
+        "rss_kib": rss, "hwm_kib": hwm, "rss_anon_kib": anon, "rss_file_kib": file,
+        "settle_s": round(settle_s),
         "idle_window_s": args.idle.as_secs(), "idle_cpu_s": round(cpu),
         "idle_requests": verbs, "idle_decisions_per_s": round(decisions),
         "actuating_writes": writes, "actuating_writes_per_s": round(write_rate),

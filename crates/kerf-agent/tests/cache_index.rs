@@ -63,7 +63,7 @@ fn a_pod_decodes_into_the_slim_form_without_managed_fields() {
     assert_eq!(p.phase, PodPhase::Running);
     assert!(p.ready);
     assert_eq!(
-        p.ready_since.unwrap().to_rfc3339(),
+        p.ready_since().unwrap().to_rfc3339(),
         "2025-06-01T10:01:00+00:00"
     );
     let pending = p.resize_pending.as_ref().unwrap();
@@ -175,7 +175,11 @@ fn pods_are_found_by_workload_through_their_replicasets() {
     assert!(cache.pods_of(&key).is_empty(), "no ReplicaSet known yet");
     cache.apply_replicaset(replicaset("checkout-7d9f8", "checkout"));
     cache.apply_pod(pod("checkout-7d9f8-b", "checkout-7d9f8"));
-    let names: Vec<String> = cache.pods_of(&key).iter().map(|p| p.name.clone()).collect();
+    let names: Vec<String> = cache
+        .pods_of(&key)
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
     assert_eq!(names, ["checkout-7d9f8-a", "checkout-7d9f8-b"]);
     assert_eq!(
         cache

@@ -196,7 +196,7 @@ async fn rb_22_an_oom_kill_after_an_in_place_memory_change_resizes_the_pods_back
         assert!(
             wrote
                 .iter()
-                .any(|(o, rv)| *o == RollbackWrite::Pod(p.name.clone()) && rv.is_some()),
+                .any(|(o, rv)| *o == RollbackWrite::Pod(p.name.to_string()) && rv.is_some()),
             "{wrote:?}"
         );
     }

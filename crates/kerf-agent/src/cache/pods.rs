@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kerf_api::{ResourceRequirements, ResourceValues, WorkloadKind};
 use serde::Deserialize;
 
-use super::types::{Change, ChangeSet, Interner, ResizePolicy, Uid, Version, WorkloadKey};
+use super::types::{Change, ChangeSet, Interner, ResizePolicy, Stamp, Uid, Version, WorkloadKey};
 use super::wire::{ResizePolicyWire, ResourcesWire, slim_meta, time, wire_resource};
 
 /// A pod as the watch decodes it.
@@ -234,17 +234,17 @@ impl PodPhase {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodInfo {
     /// Name.
-    pub name: String,
+    pub name: Box<str>,
     /// UID.
     pub uid: Uid,
     /// resourceVersion.
     pub resource_version: Version,
     /// Node.
     pub node_name: Option<Arc<str>>,
-    /// Last transition of the Ready condition.
-    pub ready_since: Option<DateTime<Utc>>,
-    /// Creation time.
-    pub created: Option<DateTime<Utc>>,
+    /// Last transition of the Ready condition ([`PodInfo::ready_since`]).
+    ready_since: Stamp,
+    /// Creation time ([`PodInfo::created`]).
+    created: Stamp,
     /// The rest, shared with the pods that have the same.
     shape: Arc<PodShape>,
 }
@@ -289,6 +289,16 @@ impl std::ops::Deref for PodInfo {
 }
 
 impl PodInfo {
+    /// Last transition of the Ready condition.
+    pub fn ready_since(&self) -> Option<DateTime<Utc>> {
+        self.ready_since.get()
+    }
+
+    /// Creation time.
+    pub fn created(&self) -> Option<DateTime<Utc>> {
+        self.created.get()
+    }
+
     /// The names of the restartable init containers (sidecars), for
     /// [`crate::executor::resize::resize_body`].
     pub fn sidecars(&self) -> Vec<&str> {
@@ -356,12 +366,12 @@ impl PodInfo {
             containers: containers.into_boxed_slice(),
         };
         PodInfo {
-            name: m.name.clone().unwrap_or_default(),
+            name: m.name.as_deref().unwrap_or_default().into(),
             uid: Uid::new(m.uid.as_deref().unwrap_or_default()),
             resource_version: Version::new(m.resource_version.as_deref().unwrap_or_default()),
             node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
-            ready_since: ready_cond.and_then(|c| c.last_transition_time),
-            created: time(m.creation_timestamp.as_ref()),
+            ready_since: Stamp::new(ready_cond.and_then(|c| c.last_transition_time)),
+            created: Stamp::new(time(m.creation_timestamp.as_ref())),
             shape: interner.share(shape),
         }
     }
@@ -467,7 +477,7 @@ impl ByName {
     fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PodInfo>> {
         let hash = Self::hash(&self.hasher, namespace, name);
         self.table
-            .find(hash, |p| *p.namespace == *namespace && p.name == name)
+            .find(hash, |p| *p.namespace == *namespace && *p.name == *name)
     }
 
     /// Stores `pod`, returning the pod of its name it replaced.
@@ -492,7 +502,7 @@ impl ByName {
         let hash = Self::hash(&self.hasher, namespace, name);
         let found = self
             .table
-            .find_entry(hash, |p| *p.namespace == *namespace && p.name == name);
+            .find_entry(hash, |p| *p.namespace == *namespace && *p.name == *name);
         found.ok().map(|e| e.remove().0)
     }
 }
@@ -802,12 +812,43 @@ mod tests {
         let names: Vec<String> = index
             .owned_by("a", "ReplicaSet", "web-abc12")
             .iter()
-            .map(|p| p.name.clone())
+            .map(|p| p.name.to_string())
             .collect();
         assert_eq!(names, ["web-abc12-a", "web-abc12-b"]);
         index.replace(vec![pod("web-abc12-a", "7", "100m")], &mut changes);
         assert_eq!(changes.len(), 1, "the pod that went notifies");
         assert_eq!(index.owned_by("a", "ReplicaSet", "web-abc12").len(), 1);
         assert!(index.get("a", "web-abc12-b").is_none());
+    }
+
+    /// A cached pod is one allocation of 112 bytes with its reference counts (jemalloc's
+    /// size class; 128 before its name became a `Box<str>` and its two times 8-byte
+    /// stamps): 1.6 MB at 100,000 pods.
+    #[test]
+    fn a_cached_pod_takes_96_bytes_and_keeps_its_times() {
+        assert!(
+            std::mem::size_of::<PodInfo>() <= 96,
+            "{}",
+            std::mem::size_of::<PodInfo>()
+        );
+        let wire: PodWire = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-abc12-x", "namespace": "a", "uid": "u",
+                "creationTimestamp": "2026-03-01T10:00:00Z"},
+            "spec": {"containers": []},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-03-01T10:00:07.25Z"}]},
+        }))
+        .expect("pod");
+        let p = PodInfo::from_wire(wire, &mut Interner::default());
+        assert_eq!(&*p.name, "web-abc12-x");
+        let at = |t: &str| Some(DateTime::parse_from_rfc3339(t).expect("time").to_utc());
+        assert_eq!(p.created(), at("2026-03-01T10:00:00Z"));
+        assert_eq!(p.ready_since(), at("2026-03-01T10:00:07.25Z"));
+        let bare: PodWire = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "b"}, "spec": {"containers": []}, "status": {},
+        }))
+        .expect("pod");
+        let p = PodInfo::from_wire(bare, &mut Interner::default());
+        assert_eq!((p.created(), p.ready_since()), (None, None));
     }
 }

@@ -145,7 +145,7 @@ pub fn pod_counters(
             PodCounters {
                 uid,
                 containers,
-                created_at: pod.created,
+                created_at: pod.created(),
             }
         })
         .collect()
@@ -169,7 +169,7 @@ pub fn pods_at_change(
         .filter(|c| {
             pods.iter()
                 .find(|p| p.uid == *c.uid)
-                .is_none_or(|p| p.created.is_none_or(|t| t <= start))
+                .is_none_or(|p| p.created().is_none_or(|t| t <= start))
         })
         .cloned()
         .collect()

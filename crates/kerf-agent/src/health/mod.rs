@@ -327,7 +327,7 @@ impl Watcher {
     ) -> Vec<ThrottlingSample> {
         let target = ThrottlingTarget {
             namespace: input.namespace,
-            pods: input.pods.iter().map(|p| p.name.clone()).collect(),
+            pods: input.pods.iter().map(|p| p.name.to_string()).collect(),
             nodes: input
                 .pods
                 .iter()

@@ -71,7 +71,7 @@ fn workload_facts(w: &WorkloadInfo, cache: &CacheSet) -> WorkloadFacts {
         .iter()
         .filter(|p| selects(p.selector.as_ref(), &w.template_labels))
         .map(|p| PdbInput {
-            name: p.name.clone(),
+            name: p.name.to_string(),
             min_available: p.min_available.as_ref().map(int_or_string),
             max_unavailable: p.max_unavailable.as_ref().map(int_or_string),
             expected_pods: if p.expected_pods > 0 {
@@ -151,7 +151,7 @@ pub fn live_pods(pods: &[std::sync::Arc<PodInfo>]) -> Vec<std::sync::Arc<PodInfo
 /// recorded resize completion (the rsr status records none per pod).
 pub fn pod_facts(p: &PodInfo) -> PodFacts {
     PodFacts {
-        name: p.name.clone(),
+        name: p.name.to_string(),
         uid: p.uid.to_string(),
         node: p.node_name.as_deref().map(str::to_owned),
         phase: match p.phase {
@@ -162,7 +162,7 @@ pub fn pod_facts(p: &PodInfo) -> PodFacts {
             cache::PodPhase::Unknown => PodPhase::Unknown,
         },
         ready: p.ready,
-        ready_since: p.ready_since,
+        ready_since: p.ready_since(),
         containers: current_containers(p),
         spec_resources: p.spec_resources(),
         status_resources: p

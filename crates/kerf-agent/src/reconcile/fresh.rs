@@ -153,7 +153,7 @@ impl ObjectWrites {
                 Written::Pod(name) => {
                     pod_version = pods
                         .iter()
-                        .find(|p| p.name == *name)
+                        .find(|p| *p.name == **name)
                         .map(|p| p.resource_version.to_string());
                     pod_version.as_deref()
                 }

@@ -58,7 +58,7 @@ pub async fn evaluate_canary(
     };
     match watcher.step_canary(&p.ctx.client, s, &input).await {
         HealthStep::Breach(mut b) => {
-            let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+            let names: Vec<&str> = pods.iter().map(|p| &*p.name).collect();
             b.details
                 .insert(wk::DETAIL_CANARY.to_owned(), "true".to_owned());
             b.details
@@ -78,11 +78,11 @@ pub(super) fn canary_pods(p: &Seen<'_>, s: &RightsizingRecommendationStatus) -> 
     let Some(record) = s.change.as_ref().and_then(|c| c.canary.as_ref()) else {
         return p.all_pods.clone();
     };
-    let live: Vec<&str> = p.pods.iter().map(|pod| pod.name.as_str()).collect();
+    let live: Vec<&str> = p.pods.iter().map(|pod| &*pod.name).collect();
     let names = kerf_decide::canary::present(record, &live);
     p.all_pods
         .iter()
-        .filter(|pod| names.contains(&pod.name))
+        .filter(|pod| names.iter().any(|n| **n == *pod.name))
         .cloned()
         .collect()
 }

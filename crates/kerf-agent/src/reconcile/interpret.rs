@@ -281,7 +281,7 @@ fn refuse(
 /// The restartable init containers of pod `name` among `pods` (none for an unknown pod).
 fn sidecars_in<'a>(pods: &'a [std::sync::Arc<PodInfo>], name: &str) -> Vec<&'a str> {
     pods.iter()
-        .find(|p| p.name == name)
+        .find(|p| *p.name == *name)
         .map(|p| p.sidecars())
         .unwrap_or_default()
 }
@@ -333,7 +333,10 @@ async fn restore_pods(
         .await;
         ctx.metrics.observe(ROLLBACK_ACTION, &res);
         match res {
-            Ok(sent) => (ctx.wrote)(RollbackWrite::Pod(pod.name.clone()), sent.resource_version),
+            Ok(sent) => (ctx.wrote)(
+                RollbackWrite::Pod(pod.name.to_string()),
+                sent.resource_version,
+            ),
             Err(ResizeError::PodGone { .. } | ResizeError::NothingToSend { .. }) => {}
             Err(e) => return Err(RestoreError::Failed(format!("pod {}: {e}", pod.name))),
         }

@@ -159,7 +159,7 @@ impl<'a> Pass<'a> {
 
     /// Notes a write to the pod `name`, answered with `answer` (none for an eviction).
     pub fn wrote_pod(&self, name: &str, answer: Option<String>) {
-        let pod = self.all_pods.iter().find(|p| p.name == name);
+        let pod = self.all_pods.iter().find(|p| *p.name == *name);
         let replaced = pod.map(|p| p.resource_version.to_string());
         self.wrote(
             Written::Pod(name.to_owned()),
