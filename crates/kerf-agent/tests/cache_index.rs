@@ -1,6 +1,6 @@
 //! Slim caches: decoding real objects (managedFields dropped) and index maintenance.
 
-use kerf_agent::cache::cluster::{HpaInfo, HpaWire, NodeInfo, NodeWire};
+use kerf_agent::cache::cluster::{HpaInfo, HpaWire, NodeInfo, NodeShape, NodeWire};
 use kerf_agent::cache::pods::PodWire;
 use kerf_agent::cache::workloads::{DeploymentWire, ReplicaSetWire};
 use kerf_agent::cache::{
@@ -230,6 +230,51 @@ fn workloads_hpas_and_nodes_are_indexed() {
     let n = cache.node("node-a").unwrap();
     assert!(n.swap);
     assert_eq!(n.allocatable_cpu.as_ref().unwrap().as_str(), "4");
+}
+
+/// The nodes of a pool keep one copy of their labels and allocatable resources; each
+/// reads back every label, its hostname among them, in key order.
+#[test]
+fn nodes_of_a_pool_share_their_labels_and_each_reads_its_own_hostname() {
+    let mut interner = Interner::default();
+    let mut node = |name: &str, hostname: &str| {
+        let wire: NodeWire = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": hostname, "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": "z1"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}},
+        }))
+        .unwrap();
+        NodeInfo::from_wire(wire, &mut interner)
+    };
+    let (a, b, odd) = (node("a", "a"), node("b", "b"), node("c", "c.example"));
+    let labels = |n: &NodeInfo| -> Vec<(String, String)> {
+        n.labels()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    let want = |host: &str| -> Vec<(String, String)> {
+        [
+            ("kubernetes.io/arch", "amd64"),
+            ("kubernetes.io/hostname", host),
+            ("topology.kubernetes.io/zone", "z1"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .to_vec()
+    };
+    assert_eq!(labels(&a), want("a"));
+    assert_eq!(labels(&b), want("b"));
+    // A hostname that is not the node's name is one of its labels like any other.
+    assert_eq!(labels(&odd), want("c.example"));
+    assert!(std::ptr::eq(
+        &*a as *const NodeShape,
+        &*b as *const NodeShape
+    ));
+    assert!(!std::ptr::eq(
+        &*a as *const NodeShape,
+        &*odd as *const NodeShape
+    ));
+    assert_eq!(b.allocatable_memory.as_ref().unwrap().as_str(), "16Gi");
 }
 
 #[allow(clippy::unwrap_used)] // test fixture: a bad fixture fails the test

@@ -324,35 +324,60 @@ struct SwapWire {
     capacity: Option<i64>,
 }
 
-/// The fields of a node that the in-place rules read.
+/// The fields of a node that the in-place rules read: its own (name, swap, whether it
+/// takes pods), and the rest as a [`NodeShape`] that the nodes agreeing on it share, read
+/// through `Deref`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
     /// Name.
     pub name: Arc<str>,
-    /// Labels (matched against `unsupportedNodeSelectors`): a vector sorted by key, keys and
-    /// values interned (every node has the same few keys, and most values, such as its
-    /// zone, architecture and OS, are shared by many nodes). A B-tree map of a node's ten
-    /// or so labels took twice the memory, which counts where the scope leaves few pods but
-    /// the cluster has thousands of nodes (docs/benchmarks.md).
-    pub labels: VecMap<Arc<str>, Arc<str>>,
-    /// Allocatable CPU.
-    pub allocatable_cpu: Option<Quantity>,
-    /// Allocatable memory.
-    pub allocatable_memory: Option<Quantity>,
     /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
     /// its swap nodes) reports it. No label counts.
     pub swap: bool,
     /// spec.unschedulable.
     pub unschedulable: bool,
+    /// The rest, shared with the nodes that have the same.
+    shape: Arc<NodeShape>,
 }
+
+/// What the nodes of a pool have in common: their labels but the hostname (zone,
+/// architecture, OS, instance type) and their allocatable resources. Where the scope leaves
+/// few pods but the cluster has thousands of nodes, a vector of labels for each node was
+/// most of the node cache (docs/benchmarks.md, "Nodes as shared shapes").
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NodeShape {
+    /// Labels sorted by key, keys and values interned, without `kubernetes.io/hostname`
+    /// when it is the node's name ([`NodeInfo::labels`] gives them all).
+    labels: VecMap<Arc<str>, Arc<str>>,
+    /// `kubernetes.io/hostname` is the node's name, and left out of `labels`.
+    hostname_is_name: bool,
+    /// Allocatable CPU.
+    pub allocatable_cpu: Option<Quantity>,
+    /// Allocatable memory.
+    pub allocatable_memory: Option<Quantity>,
+}
+
+impl std::ops::Deref for NodeInfo {
+    type Target = NodeShape;
+
+    fn deref(&self) -> &NodeShape {
+        &self.shape
+    }
+}
+
+/// The label the kubelet sets to the node's hostname, usually its name.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 impl NodeInfo {
     /// Converts the wire form.
     pub fn from_wire(w: NodeWire, interner: &mut Interner) -> NodeInfo {
-        let labels = w
-            .metadata
-            .labels
-            .unwrap_or_default()
+        let name = w.metadata.name.unwrap_or_default();
+        let mut labels = w.metadata.labels.unwrap_or_default();
+        let hostname_is_name = labels.get(HOSTNAME_LABEL) == Some(&name);
+        if hostname_is_name {
+            labels.remove(HOSTNAME_LABEL);
+        }
+        let labels = labels
             .into_iter()
             .map(|(k, v)| (interner.intern(&k), interner.intern(&v)))
             .collect();
@@ -362,14 +387,37 @@ impl NodeInfo {
             .swap
             .and_then(|s| s.capacity)
             .is_some_and(|c| c > 0);
-        NodeInfo {
-            name: interner.intern(w.metadata.name.as_deref().unwrap_or_default()),
+        let shape = NodeShape {
             labels,
+            hostname_is_name,
             allocatable_cpu: w.status.allocatable.cpu,
             allocatable_memory: w.status.allocatable.memory,
+        };
+        NodeInfo {
+            name: interner.intern(&name),
             swap,
             unschedulable: w.spec.unschedulable,
+            shape: interner.share(shape),
         }
+    }
+
+    /// Every label of the node, sorted by key.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        let hostname = self
+            .hostname_is_name
+            .then_some((HOSTNAME_LABEL, &*self.name));
+        let mut rest = self
+            .shape
+            .labels
+            .iter()
+            .map(|(k, v)| (&**k, &**v))
+            .peekable();
+        let mut hostname = hostname.into_iter().peekable();
+        std::iter::from_fn(move || match (rest.peek(), hostname.peek()) {
+            (Some(r), Some(h)) if r.0 < h.0 => rest.next(),
+            (_, Some(_)) => hostname.next(),
+            _ => rest.next(),
+        })
     }
 }
 

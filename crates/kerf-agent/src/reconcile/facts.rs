@@ -415,9 +415,8 @@ fn node_facts(n: &cache::NodeInfo) -> NodeFacts {
     NodeFacts {
         name: n.name.to_string(),
         labels: n
-            .labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .labels()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
         swap: n.swap,
     }
