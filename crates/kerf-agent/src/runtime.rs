@@ -34,7 +34,7 @@ pub const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
 /// the environment, which jemalloc reads after them so that its options win. Empty with the
 /// system allocator. With glibc's allocator, memory freed inside its heap stayed resident:
 /// at 10,000 workloads the agent's RSS was twice the heap it held (docs/benchmarks.md,
-/// "The allocator").
+/// "jemalloc and a smaller binary").
 pub fn allocator_settings() -> String {
     #[cfg(feature = "jemalloc")]
     {

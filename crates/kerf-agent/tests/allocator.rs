@@ -1,6 +1,7 @@
 //! The `kerf-agent` binary allocates with jemalloc and the settings `.cargo/config.toml`
-//! builds into it, and says so in its start line: one arena, background purging, and freed
-//! pages given back to the system after a second (docs/benchmarks.md, "The allocator").
+//! builds into it, and says so in its start line: one arena, no thread caches, and freed
+//! pages given back to the system after a second (docs/benchmarks.md, "jemalloc and a
+//! smaller binary").
 
 #![cfg(feature = "jemalloc")]
 
@@ -72,7 +73,9 @@ fn started_line(sim: &Sim, env: &[(&str, &str)]) -> anyhow::Result<Value> {
 async fn the_agent_allocates_with_jemalloc_and_the_settings_built_into_it() -> anyhow::Result<()> {
     let want = configured();
     assert!(
-        want.contains("narenas:1") && want.contains("background_thread:true"),
+        want.contains("narenas:1")
+            && want.contains("tcache:false")
+            && want.contains("background_thread:true"),
         "{want}"
     );
     let sim = Sim::start(SimConfig::default()).await?;
