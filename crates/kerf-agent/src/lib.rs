@@ -19,6 +19,7 @@ pub mod outbox;
 pub mod prom_recommend;
 pub mod reconcile;
 pub mod report;
+pub mod room;
 pub mod rsr_sync;
 pub mod runtime;
 pub mod scope;

@@ -125,6 +125,9 @@ impl Buffer {
             self.ids.remove(&e.event.id);
             self.bytes -= e.size;
         }
+        // A wave of events (the reports of a first pass) leaves its room behind otherwise.
+        crate::room::shrink_sparse(&mut self.entries);
+        crate::room::shrink_sparse(&mut self.ids);
         removed.into_iter().map(|e| e.event).collect()
     }
 }
@@ -168,5 +171,29 @@ mod tests {
         assert_eq!((buffer.len(), buffer.bytes()), (4, 40));
         assert!(!buffer.contains(&Uuid::from_u128(2)) && buffer.contains(&Uuid::from_u128(3)));
         assert_eq!(buffer.entries.capacity(), capacity, "no second queue");
+    }
+
+    /// Once the hub has taken a wave of events, the queue keeps no room for it.
+    #[test]
+    fn the_queue_gives_back_the_room_of_a_wave_once_the_hub_took_it() {
+        let mut buffer = Buffer::new(10_000, 1 << 30);
+        for n in 1..=2_000 {
+            assert!(buffer.push(event(n), 10).added);
+        }
+        let acked: HashSet<Uuid> = (1..=1_990).map(Uuid::from_u128).collect();
+        assert_eq!(buffer.remove(&acked).len(), 1_990);
+        assert_eq!(buffer.len(), 10);
+        assert!(
+            buffer.entries.capacity() <= 64,
+            "{}",
+            buffer.entries.capacity()
+        );
+        assert!(buffer.ids.capacity() <= 64, "{}", buffer.ids.capacity());
+        let left: Vec<u128> = buffer
+            .batch(20, 1 << 20)
+            .iter()
+            .map(|e| e.id.as_u128())
+            .collect();
+        assert_eq!(left, (1_991..=2_000).collect::<Vec<u128>>());
     }
 }
