@@ -233,7 +233,9 @@ fn workloads_hpas_and_nodes_are_indexed() {
 }
 
 /// The nodes of a pool keep one copy of their labels and allocatable resources; each
-/// reads back every label, its hostname among them, in key order.
+/// reads back every label, its hostname among them, in key order (what
+/// `unsupportedNodeSelectors` are matched against).
+// rule: AP-15
 #[test]
 fn nodes_of_a_pool_share_their_labels_and_each_reads_its_own_hostname() {
     let mut interner = Interner::default();

@@ -343,7 +343,7 @@ pub struct NodeInfo {
 /// What the nodes of a pool have in common: their labels but the hostname (zone,
 /// architecture, OS, instance type) and their allocatable resources. Where the scope leaves
 /// few pods but the cluster has thousands of nodes, a vector of labels for each node was
-/// most of the node cache (docs/benchmarks.md, "Nodes as shared shapes").
+/// most of the node cache (docs/benchmarks.md, "jemalloc and a smaller binary").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeShape {
     /// Labels sorted by key, keys and values interned, without `kubernetes.io/hostname`

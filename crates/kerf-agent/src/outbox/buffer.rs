@@ -173,7 +173,9 @@ mod tests {
         assert_eq!(buffer.entries.capacity(), capacity, "no second queue");
     }
 
-    /// Once the hub has taken a wave of events, the queue keeps no room for it.
+    /// Once the hub has taken a wave of events, the queue keeps no room for it, and what
+    /// the hub has not taken stays, in order.
+    // rule: EV-04
     #[test]
     fn the_queue_gives_back_the_room_of_a_wave_once_the_hub_took_it() {
         let mut buffer = Buffer::new(10_000, 1 << 30);
