@@ -70,6 +70,12 @@ impl Scope {
             && self.workload_selector.is_none()
     }
 
+    /// Whether the namespace list leaves `namespace` out: the first check of
+    /// [`Scope::verdict`], with no message made.
+    pub fn lists_out(&self, namespace: &str) -> bool {
+        !self.namespaces.is_empty() && !self.namespaces.iter().any(|n| n == namespace)
+    }
+
     /// Whether a workload of `namespace` is in the scope, given its namespace's labels and
     /// its own (`None`: not known). Out as soon as one known fact excludes it; unknown
     /// when a selector needs labels that are not known.
@@ -79,7 +85,7 @@ impl Scope {
         namespace_labels: Option<&BTreeMap<String, String>>,
         workload_labels: Option<&VecMap<String, String>>,
     ) -> Verdict {
-        if !self.namespaces.is_empty() && !self.namespaces.iter().any(|n| n == namespace) {
+        if self.lists_out(namespace) {
             let list = self.namespaces.join(", ");
             return Verdict::Out(format!(
                 "namespace {namespace:?} is not in scope.namespaces ({list})"

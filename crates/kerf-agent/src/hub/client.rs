@@ -174,7 +174,7 @@ impl HubClient {
         }
         let (mut list, mut outside) = if self.cfg.scope_namespaces.is_empty() {
             let list: RecommendationList = decode(endpoint, &answer.body)?;
-            (list, Vec::new())
+            (list, super::scoped::OutsideScopeList::default())
         } else {
             let scoped = super::scoped::decode(&answer.body, &self.cfg.scope_namespaces).map_err(
                 |message| HubClientError::Decode {

@@ -42,7 +42,7 @@ pub struct HubState {
     pub last_good_recommendations: Option<LastGood<RecommendationList>>,
     /// The recommendations of that list for namespaces outside `scope.namespaces`, by
     /// workload and id: each is reported once as `OutOfScope`.
-    pub outside_scope: Arc<Vec<super::scoped::OutsideScope>>,
+    pub outside_scope: Arc<super::scoped::OutsideScopeList>,
     /// The ETag of that list.
     pub etag: Option<String>,
     /// The last good cluster configuration.

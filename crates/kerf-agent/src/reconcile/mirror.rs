@@ -26,14 +26,20 @@ use crate::rsr_sync::{SyncError, SyncReport};
 #[derive(Default)]
 pub(super) struct Mirrored {
     report: SyncReport,
+    /// The recommendations the hub client left out for namespaces outside
+    /// `scope.namespaces`.
+    listed: Arc<crate::hub::scoped::OutsideScopeList>,
     errors: Vec<SyncError>,
     took: Duration,
 }
 
 impl Mirrored {
     /// Takes the recommendations the mirroring found outside the agent's scope.
-    pub(super) fn take_out_of_scope(&mut self) -> Vec<crate::rsr_sync::OutOfScope> {
-        std::mem::take(&mut self.report.out_of_scope)
+    pub(super) fn take_out_of_scope(&mut self) -> super::out_of_scope::Found {
+        super::out_of_scope::Found {
+            cached: std::mem::take(&mut self.report.out_of_scope),
+            listed: std::mem::take(&mut self.listed),
+        }
     }
 }
 
@@ -110,14 +116,12 @@ impl Mirror {
             let handled = |keys| {
                 let _ = tx.send(keys);
             };
-            let (mut report, errors) =
+            let (report, errors) =
                 crate::rsr_sync::sync(&client, &cache, list, origin, now, concurrency, handled)
                     .await;
-            report
-                .out_of_scope
-                .extend(left_out(&hub.outside_scope, &settings.scope));
             Mirrored {
                 report,
+                listed: hub.outside_scope.clone(),
                 errors,
                 took: started.elapsed(),
             }
@@ -223,26 +227,6 @@ pub(super) async fn join(
         Some(t) => t.await,
         None => std::future::pending().await,
     }
-}
-
-/// The recommendations the hub client left out of the list for namespaces outside
-/// `scope.namespaces` ([`crate::hub::scoped`]), as the mirroring reports those it finds
-/// outside the scope.
-fn left_out(
-    outside: &[crate::hub::scoped::OutsideScope],
-    scope: &crate::scope::Scope,
-) -> Vec<crate::rsr_sync::OutOfScope> {
-    outside
-        .iter()
-        .filter_map(|o| match scope.verdict(&o.workload.namespace, None, None) {
-            crate::scope::Verdict::Out(why) => Some(crate::rsr_sync::OutOfScope {
-                workload: o.workload.clone(),
-                recommendation_id: o.recommendation_id.clone(),
-                why,
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -279,11 +279,13 @@ impl Reconciler {
 
     /// Sends a `skipped` `OutOfScope` event to the hub for each recommendation `found`
     /// outside the scope that was not reported yet ([`out_of_scope`]).
-    fn report_out_of_scope(&mut self, found: Vec<crate::rsr_sync::OutOfScope>) {
+    fn report_out_of_scope(&mut self, found: out_of_scope::Found) {
         let now = self.ctx.clock.now();
         let outbox = &self.recorder.outbox;
-        self.out_of_scope
-            .take_new(found, now, |event| enqueue_out_of_scope(outbox, event));
+        let scope = &self.ctx.settings.scope;
+        self.out_of_scope.take_new(found, scope, now, |event| {
+            enqueue_out_of_scope(outbox, event)
+        });
     }
 
     /// Takes a delivery report in for the `OutOfScope` reports, and sends those that
@@ -292,8 +294,9 @@ impl Reconciler {
         if self.out_of_scope.settled(report) {
             let now = self.ctx.clock.now();
             let outbox = &self.recorder.outbox;
+            let scope = &self.ctx.settings.scope;
             self.out_of_scope
-                .emit_waiting(now, |event| enqueue_out_of_scope(outbox, event));
+                .emit_waiting(scope, now, |event| enqueue_out_of_scope(outbox, event));
         }
     }
 

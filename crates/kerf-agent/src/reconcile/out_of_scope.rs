@@ -10,14 +10,39 @@
 //! the outbox dropped is reported again.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use kerf_api::WorkloadKind;
 use kerf_api::event::{Event, EventType, EventWorkload};
 use kerf_api::wellknown::REASON_OUT_OF_SCOPE;
 use uuid::Uuid;
 
+use crate::hub::scoped::OutsideScopeList;
 use crate::outbox::DeliveryReport;
 use crate::rsr_sync::OutOfScope;
+use crate::scope::{Scope, Verdict};
+
+/// What a whole mirroring found outside the scope.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Workloads of the caches outside the scope, with a recommendation
+    /// ([`crate::rsr_sync`]).
+    pub cached: Vec<OutOfScope>,
+    /// The recommendations the hub client left out of the list for namespaces outside
+    /// `scope.namespaces` ([`crate::hub::scoped`]): those the namespace list still leaves
+    /// out are reported.
+    pub listed: Arc<OutsideScopeList>,
+}
+
+impl From<Vec<OutOfScope>> for Found {
+    fn from(cached: Vec<OutOfScope>) -> Found {
+        Found {
+            cached,
+            listed: Arc::default(),
+        }
+    }
+}
 
 /// The out-of-scope recommendations reported, each kept as a 64-bit hash of its workload
 /// and recommendation id: with most of a large cluster outside the scope these are most of
@@ -27,20 +52,32 @@ use crate::rsr_sync::OutOfScope;
 #[derive(Debug)]
 pub struct Reported {
     reported: HashSet<u64>,
-    /// Found by the last mirroring and not reported yet, in the list's order.
+    /// Found in the caches by the last mirroring and not reported yet, in its order.
     waiting: VecDeque<OutOfScope>,
+    /// The hub list's recommendations left out, as the last mirroring found them.
+    listed: Arc<OutsideScopeList>,
+    /// Those of `listed` not reported yet, by index, in the list's order: a report is made
+    /// when the outbox has room for it, so the wave of a large cluster waits as 4 bytes
+    /// each.
+    waiting_listed: VecDeque<u32>,
     /// The reports in the outbox, by event id, with the hash each stands for.
     in_outbox: HashMap<Uuid, u64>,
     /// Most reports in the outbox at once.
     limit: usize,
 }
 
-/// The hash [`Reported`] keeps for `o`.
-fn id_of(o: &OutOfScope) -> u64 {
+/// The hash [`Reported`] keeps for a recommendation of a workload.
+fn hash_of(namespace: &str, kind: WorkloadKind, name: &str, recommendation_id: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    (&o.workload, &o.recommendation_id).hash(&mut h);
+    (namespace, kind, name, recommendation_id).hash(&mut h);
     h.finish()
+}
+
+/// The hash [`Reported`] keeps for `o`.
+fn id_of(o: &OutOfScope) -> u64 {
+    let w = &o.workload;
+    hash_of(&w.namespace, w.kind, &w.name, &o.recommendation_id)
 }
 
 impl Reported {
@@ -50,49 +87,100 @@ impl Reported {
         Reported {
             reported: HashSet::new(),
             waiting: VecDeque::new(),
+            listed: Arc::default(),
+            waiting_listed: VecDeque::new(),
             in_outbox: HashMap::new(),
             limit: (outbox_max_events / 10).max(1),
         }
     }
 
-    /// Takes what a whole mirroring `found` outside the scope: those not reported yet wait
+    /// Takes what a whole mirroring `found` outside `scope`: those not reported yet wait
     /// for their report, and as many as the outbox has room for are given to `emit`, one
     /// at a time (`emit` says whether the outbox took it). Those it no longer found are
     /// forgotten, so a recommendation that comes back out of scope is reported again.
     pub fn take_new(
         &mut self,
-        found: Vec<OutOfScope>,
+        found: Found,
+        scope: &Scope,
         now: DateTime<Utc>,
         emit: impl FnMut(Event) -> bool,
     ) {
-        let seen: HashSet<u64> = found.iter().map(id_of).collect();
+        let Found { cached, listed } = found;
+        let listed_out = |i: usize| {
+            let o = listed.get(i)?;
+            scope.lists_out(o.namespace).then(|| {
+                let id = hash_of(o.namespace, o.kind, o.name, o.recommendation_id);
+                (u32::try_from(i).ok(), id)
+            })
+        };
+        let seen: HashSet<u64> = cached
+            .iter()
+            .map(id_of)
+            .chain((0..listed.len()).filter_map(listed_out).map(|(_, id)| id))
+            .collect();
         self.reported.retain(|id| seen.contains(id));
         let reported = &self.reported;
-        // Collected in place, the queue has the room of everything found until the
-        // reports are out (`emit_waiting` gives it back): at 9,000 workloads outside the
-        // scope, about 800 KB (docs/benchmarks.md).
-        self.waiting = found
+        // Collected in place, a queue has the room of everything found until the reports
+        // are out (`emit_waiting` gives it back).
+        self.waiting = cached
             .into_iter()
             .filter(|o| !reported.contains(&id_of(o)))
             .collect();
-        self.emit_waiting(now, emit);
+        self.waiting_listed = (0..listed.len())
+            .filter_map(listed_out)
+            .filter(|(_, id)| !reported.contains(id))
+            .filter_map(|(i, _)| i)
+            .collect();
+        self.listed = listed;
+        self.emit_waiting(scope, now, emit);
     }
 
     /// Gives `emit` the waiting reports the outbox has room for.
-    pub fn emit_waiting(&mut self, now: DateTime<Utc>, mut emit: impl FnMut(Event) -> bool) {
+    pub fn emit_waiting(
+        &mut self,
+        scope: &Scope,
+        now: DateTime<Utc>,
+        mut emit: impl FnMut(Event) -> bool,
+    ) {
         while self.in_outbox.len() < self.limit {
-            let Some(o) = self.waiting.pop_front() else {
+            let (event, id) = if let Some(o) = self.waiting.pop_front() {
+                let w = &o.workload;
+                let event = event(
+                    [&w.namespace, &w.name, &o.recommendation_id],
+                    w.kind,
+                    &o.why,
+                    now,
+                );
+                (event, id_of(&o))
+            } else if let Some(i) = self.waiting_listed.pop_front() {
+                let Some(o) = self.listed.get(i as usize) else {
+                    continue;
+                };
+                let Verdict::Out(why) = scope.verdict(o.namespace, None, None) else {
+                    continue;
+                };
+                let event = event(
+                    [o.namespace, o.name, o.recommendation_id],
+                    o.kind,
+                    &why,
+                    now,
+                );
+                (
+                    event,
+                    hash_of(o.namespace, o.kind, o.name, o.recommendation_id),
+                )
+            } else {
                 break;
             };
-            let event = event(&o, now);
-            let (event_id, id) = (event.id, id_of(&o));
+            let event_id = event.id;
             if emit(event) {
                 self.reported.insert(id);
                 self.in_outbox.insert(event_id, id);
             }
         }
-        super::memory::shrink_sparse(&mut self.waiting);
-        super::memory::shrink_sparse(&mut self.in_outbox);
+        crate::room::shrink_sparse(&mut self.waiting);
+        crate::room::shrink_sparse(&mut self.waiting_listed);
+        crate::room::shrink_sparse(&mut self.in_outbox);
     }
 
     /// Takes a delivery report in: the reports it settles leave the outbox, and one the
@@ -119,22 +207,25 @@ impl Reported {
 
     /// How many reports wait for room in the outbox.
     pub fn waiting(&self) -> usize {
-        self.waiting.len()
+        self.waiting.len() + self.waiting_listed.len()
     }
 }
 
-/// The `skipped` `OutOfScope` event of `o` at `now`.
-pub fn event(o: &OutOfScope, now: DateTime<Utc>) -> Event {
-    let key = &o.workload;
+/// The `skipped` `OutOfScope` event at `now` of the recommendation
+/// `[namespace, name, recommendation id]` of a workload of `kind`, out of scope for `why`.
+pub fn event(
+    [namespace, name, recommendation_id]: [&str; 3],
+    kind: WorkloadKind,
+    why: &str,
+    now: DateTime<Utc>,
+) -> Event {
     let workload = EventWorkload {
-        namespace: key.namespace.to_string(),
-        kind: key.kind.as_str().to_owned(),
-        name: key.name.to_string(),
+        namespace: namespace.to_owned(),
+        kind: kind.as_str().to_owned(),
+        name: name.to_owned(),
     };
-    let message = format!(
-        "outside the agent's scope: {}; no rsr is made and nothing is changed",
-        o.why
-    );
+    let message =
+        format!("outside the agent's scope: {why}; no rsr is made and nothing is changed");
     let mut event = Event::new(
         Uuid::new_v4(),
         EventType::Skipped,
@@ -143,7 +234,7 @@ pub fn event(o: &OutOfScope, now: DateTime<Utc>) -> Event {
         REASON_OUT_OF_SCOPE,
     )
     .with_message(&message);
-    event.recommendation_id = Some(o.recommendation_id.clone());
+    event.recommendation_id = Some(recommendation_id.to_owned());
     event
 }
 
@@ -151,7 +242,6 @@ pub fn event(o: &OutOfScope, now: DateTime<Utc>) -> Event {
 mod tests {
     use super::*;
     use crate::cache::WorkloadKey;
-    use kerf_api::WorkloadKind;
 
     fn found(name: &str, rec: &str) -> OutOfScope {
         OutOfScope {
@@ -161,9 +251,16 @@ mod tests {
         }
     }
 
-    fn take(reported: &mut Reported, found: Vec<OutOfScope>, now: DateTime<Utc>) -> Vec<Event> {
+    fn scope() -> Scope {
+        Scope {
+            namespaces: vec!["a".to_owned()],
+            ..Scope::default()
+        }
+    }
+
+    fn take(reported: &mut Reported, found: impl Into<Found>, now: DateTime<Utc>) -> Vec<Event> {
         let mut events = Vec::new();
-        reported.take_new(found, now, |e| {
+        reported.take_new(found.into(), &scope(), now, |e| {
             events.push(e);
             true
         });
@@ -196,7 +293,7 @@ mod tests {
         // A new recommendation for the workload is reported.
         assert_eq!(take(&mut reported, vec![found("web", "r2")], now).len(), 1);
         // One that went away and came back is reported again.
-        assert!(take(&mut reported, Vec::new(), now).is_empty());
+        assert!(take(&mut reported, Found::default(), now).is_empty());
         assert_eq!(take(&mut reported, vec![found("web", "r2")], now).len(), 1);
     }
 
@@ -220,7 +317,7 @@ mod tests {
         assert!(reported.settled(&DeliveryReport::Acked(vec![first[0].id, first[1].id])));
         assert!(reported.settled(&DeliveryReport::Dropped(vec![first[2].id])));
         let mut more = Vec::new();
-        reported.emit_waiting(now, |e| {
+        reported.emit_waiting(&scope(), now, |e| {
             more.push(e);
             true
         });
@@ -238,7 +335,7 @@ mod tests {
         );
         // An event the outbox did not take is not counted as reported.
         let mut refused = Reported::new(30);
-        refused.take_new(vec![found("x", "r")], now, |_| false);
+        refused.take_new(vec![found("x", "r")].into(), &scope(), now, |_| false);
         assert_eq!(take(&mut refused, vec![found("x", "r")], now).len(), 1);
     }
 
@@ -250,14 +347,14 @@ mod tests {
         let mut reported = Reported::new(10_000);
         let wave: Vec<OutOfScope> = (0..5_000).map(|i| found(&format!("w{i}"), "r")).collect();
         let mut out = Vec::new();
-        reported.take_new(wave, now, |e| {
+        reported.take_new(wave.into(), &scope(), now, |e| {
             out.push(e.id);
             true
         });
         assert_eq!(out.len(), 1_000, "a tenth of the outbox's bound");
         while !out.is_empty() {
             assert!(reported.settled(&DeliveryReport::Acked(std::mem::take(&mut out))));
-            reported.emit_waiting(now, |e| {
+            reported.emit_waiting(&scope(), now, |e| {
                 out.push(e.id);
                 true
             });
@@ -273,5 +370,105 @@ mod tests {
             "{}",
             reported.in_outbox.capacity()
         );
+    }
+
+    fn listed(entries: &[(&str, &str, &str)]) -> Arc<OutsideScopeList> {
+        let mut list = OutsideScopeList::default();
+        for &(namespace, name, recommendation_id) in entries {
+            list.push(crate::hub::scoped::OutsideScope {
+                namespace,
+                kind: WorkloadKind::StatefulSet,
+                name,
+                recommendation_id,
+            })
+            .expect("fits");
+        }
+        Arc::new(list)
+    }
+
+    // rule: EV-48, EV-51
+    #[test]
+    fn recommendations_the_hub_client_left_out_are_reported_once_after_those_of_the_caches() {
+        let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
+        let mut reported = Reported::new(10_000);
+        let list = listed(&[("b", "db", "r1"), ("a", "kept", "r2"), ("c", "cache", "r3")]);
+        let found = || Found {
+            cached: vec![found("web", "r0")],
+            listed: list.clone(),
+        };
+        let first = take(&mut reported, found(), now);
+        let seen: Vec<(&str, &str, &str, Option<&str>)> = first
+            .iter()
+            .map(|e| {
+                let w = &e.workload;
+                (
+                    w.namespace.as_str(),
+                    w.kind.as_str(),
+                    w.name.as_str(),
+                    e.recommendation_id.as_deref(),
+                )
+            })
+            .collect();
+        // "a" is in the namespace list: nothing is reported for it.
+        assert_eq!(
+            seen,
+            [
+                ("b", "Deployment", "web", Some("r0")),
+                ("b", "StatefulSet", "db", Some("r1")),
+                ("c", "StatefulSet", "cache", Some("r3")),
+            ]
+        );
+        let message = first[2].message.as_deref().unwrap_or_default();
+        assert!(
+            message.contains("namespace \"c\" is not in scope.namespaces (a)"),
+            "{message}"
+        );
+        assert!(first.iter().all(|e| e.validate().is_ok()), "{first:?}");
+        // The same list again: nothing; a new id for one of them: that one.
+        assert!(take(&mut reported, found(), now).is_empty());
+        let renewed = Found {
+            cached: Vec::new(),
+            listed: listed(&[("b", "db", "r1"), ("c", "cache", "r4")]),
+        };
+        let again = take(&mut reported, renewed, now);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].recommendation_id.as_deref(), Some("r4"));
+    }
+
+    /// A wave of left-out recommendations waits for the outbox as an index each, not as
+    /// a report.
+    #[test]
+    fn left_out_recommendations_wait_for_the_outbox_as_indexes_into_the_list() {
+        let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
+        let mut reported = Reported::new(300);
+        let names: Vec<String> = (0..100).map(|i| format!("w{i}")).collect();
+        let entries: Vec<(&str, &str, &str)> =
+            names.iter().map(|n| ("b", n.as_str(), "r")).collect();
+        let list = listed(&entries);
+        let mut out = take(
+            &mut reported,
+            Found {
+                cached: Vec::new(),
+                listed: list.clone(),
+            },
+            now,
+        );
+        assert_eq!(out.len(), 30, "a tenth of the outbox's bound");
+        assert_eq!(reported.waiting(), 70);
+        assert_eq!(reported.waiting_listed.len(), 70);
+        assert!(reported.waiting.is_empty());
+        assert!(Arc::ptr_eq(&reported.listed, &list), "the list is shared");
+        let mut names_out = Vec::new();
+        while !out.is_empty() {
+            names_out.extend(out.iter().map(|e| e.workload.name.clone()));
+            let ids = out.iter().map(|e| e.id).collect();
+            assert!(reported.settled(&DeliveryReport::Acked(ids)));
+            out.clear();
+            reported.emit_waiting(&scope(), now, |e| {
+                out.push(e);
+                true
+            });
+        }
+        assert_eq!(names_out, names, "every one once, in the list's order");
     }
 }
