@@ -304,6 +304,20 @@ impl Agent {
         Ok((tick(11) + tick(12)) / 100.0)
     }
 
+    /// `kerf_agent_allocator_bytes` by state, in KiB.
+    async fn allocator_kib(&self) -> BTreeMap<String, u64> {
+        let Some((_, text)) = self.get("/metrics").await else {
+            return BTreeMap::new();
+        };
+        text.lines()
+            .filter_map(|l| l.strip_prefix("kerf_agent_allocator_bytes{state=\""))
+            .filter_map(|l| {
+                let (state, rest) = l.split_once("\"} ")?;
+                Some((state.to_owned(), rest.trim().parse::<u64>().ok()? / 1024))
+            })
+            .collect()
+    }
+
     /// The sum of `kerf_agent_decisions_total` over its labels.
     async fn decisions(&self) -> f64 {
         let Some((_, text)) = self.get("/metrics").await else {
@@ -562,6 +576,8 @@ async fn run(args: Args) -> anyhow::Result<Value> {
     let (rss, hwm) = (agent.status_kib("VmRSS:")?, agent.status_kib("VmHWM:")?);
     // The RSS in its parts: the heap and stacks, and the binary's own pages.
     let (anon, file) = (agent.status_kib("RssAnon:")?, agent.status_kib("RssFile:")?);
+    // And the allocator's view of its part (none with the system allocator).
+    let allocator_kib = agent.allocator_kib().await;
     let settle_s = wait_quiet(&sim).await;
     let (cpu, verbs, decisions) = measure_idle(&args, &sim, &agent).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -579,6 +595,7 @@ async fn run(args: Args) -> anyhow::Result<Value> {
         "cache_sync_s": round(pass.sync_s), "phase_s": round(pass.phase_s),
         "applied_s": round(pass.applied_s),
         "rss_kib": rss, "hwm_kib": hwm, "rss_anon_kib": anon, "rss_file_kib": file,
+        "allocator_kib": allocator_kib,
         "settle_s": round(settle_s),
         "idle_window_s": args.idle.as_secs(), "idle_cpu_s": round(cpu),
         "idle_requests": verbs, "idle_decisions_per_s": round(decisions),

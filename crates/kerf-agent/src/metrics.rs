@@ -13,10 +13,12 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -230,6 +232,7 @@ impl Metrics {
         let leader = LeaderMetrics::register(&mut root);
         let api = crate::apiclient::ApiMetrics::register(&mut root);
         let invalid_setting = Family::<SettingLabel, Gauge>::default();
+        root.register_collector(Box::new(AllocatorBytes));
         root.register(
             "invalid_setting",
             "1 for a cluster setting that cannot be used; the agent then makes no change",
@@ -253,6 +256,33 @@ impl Metrics {
     /// The registry in the Prometheus text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         encode(&self.registry)
+    }
+}
+
+/// `kerf_agent_allocator_bytes{state}`: the allocator's own figures, read at each scrape
+/// ([`crate::runtime::allocator_stats`]); absent with the system allocator. What the
+/// agent's objects take (`allocated`) against what the allocator holds in memory
+/// (`resident`) tells growth from room the allocator keeps.
+#[derive(Debug)]
+struct AllocatorBytes;
+
+impl Collector for AllocatorBytes {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = crate::runtime::allocator_stats();
+        if stats.is_empty() {
+            return Ok(());
+        }
+        let mut family = encoder.encode_descriptor(
+            "allocator_bytes",
+            "The allocator's bytes by state: allocated, active, resident, metadata, retained",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, bytes) in stats {
+            let gauge = ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX));
+            gauge.encode(family.encode_family(&[("state", state)])?)?;
+        }
+        Ok(())
     }
 }
 

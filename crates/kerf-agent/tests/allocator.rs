@@ -24,8 +24,11 @@ fn configured() -> String {
         .unwrap_or_default()
 }
 
-/// The fields of the agent's `kerf-agent started` line, run against `sim` with `env` added.
-fn started_line(sim: &Sim, env: &[(&str, &str)]) -> anyhow::Result<Value> {
+/// The agent run against `sim` with `env` added, and its log lines as JSON.
+fn run_agent(
+    sim: &Sim,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(KillOnDrop, std::sync::mpsc::Receiver<Value>)> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kerf-agent"));
     cmd.env("KUBECONFIG", sim.kubeconfig_path())
         .envs(env.iter().copied())
@@ -47,26 +50,54 @@ fn started_line(sim: &Sim, env: &[(&str, &str)]) -> anyhow::Result<Value> {
         .args(["--webhook-cert-file", "/nonexistent/tls.crt"])
         .args(["--webhook-key-file", "/nonexistent/tls.key"])
         .stderr(Stdio::inherit());
-    let (_child, stdout): (KillOnDrop, _) = spawn_with_stdout(&mut cmd)?;
+    let (child, stdout): (KillOnDrop, _) = spawn_with_stdout(&mut cmd)?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
+            if tx
+                .send(serde_json::from_str(&line).unwrap_or_default())
+                .is_err()
+            {
                 break;
             }
         }
     });
+    Ok((child, rx))
+}
+
+/// The first line of `rx` with `message`, waiting for it.
+fn line_with(rx: &std::sync::mpsc::Receiver<Value>, message: &str) -> anyhow::Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx
             .recv_timeout(left)
-            .map_err(|_| anyhow::anyhow!("no line \"kerf-agent started\""))?;
-        let value: Value = serde_json::from_str(&line).unwrap_or_default();
-        if value["message"] == "kerf-agent started" {
-            return Ok(value);
+            .map_err(|_| anyhow::anyhow!("no line {message:?}"))?;
+        if line["message"] == message {
+            return Ok(line);
         }
     }
+}
+
+/// The fields of the agent's `kerf-agent started` line, run against `sim` with `env` added.
+fn started_line(sim: &Sim, env: &[(&str, &str)]) -> anyhow::Result<Value> {
+    let (_child, rx) = run_agent(sim, env)?;
+    line_with(&rx, "kerf-agent started")
+}
+
+/// The body of `GET /metrics` at `addr`.
+fn scrape(addr: &str) -> anyhow::Result<String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("no HTTP answer: {answer}"))?;
+    anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "{head}");
+    Ok(body.to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,5 +121,34 @@ async fn the_agent_allocates_with_jemalloc_and_the_settings_built_into_it() -> a
         format!("{want},dirty_decay_ms:5000"),
         "{line}"
     );
+    Ok(())
+}
+
+/// `kerf_agent_allocator_bytes{state}` reads jemalloc's own figures: what the objects take,
+/// the pages they lie in and what is in memory, in that order of size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_report_the_allocators_bytes() -> anyhow::Result<()> {
+    let sim = Sim::start(SimConfig::default()).await?;
+    let (_child, rx) = run_agent(&sim, &[])?;
+    let listening = line_with(&rx, "metrics and health server listening")?;
+    let addr = listening["addr"].as_str().unwrap_or_default().to_owned();
+    let body = scrape(&addr)?;
+    let bytes = |state: &str| -> Option<u64> {
+        let prefix = format!("kerf_agent_allocator_bytes{{state=\"{state}\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    assert!(
+        body.contains("# TYPE kerf_agent_allocator_bytes gauge"),
+        "{body}"
+    );
+    let [allocated, active, resident, metadata] =
+        ["allocated", "active", "resident", "metadata"].map(|s| bytes(s).unwrap_or_default());
+    assert!(bytes("retained").is_some(), "{body}");
+    // The agent holds at least its caches' first objects.
+    assert!(allocated > 100_000, "allocated {allocated}");
+    assert!(allocated <= active && active <= resident, "{body}");
+    assert!(metadata > 0 && metadata < resident, "{body}");
     Ok(())
 }
