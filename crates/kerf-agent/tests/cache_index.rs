@@ -1,11 +1,11 @@
 //! Slim caches: decoding real objects (managedFields dropped) and index maintenance.
 
-use kerf_agent::cache::cluster::{HpaInfo, HpaWire, NodeInfo, NodeShape, NodeWire};
+use kerf_agent::cache::cluster::{HpaInfo, HpaWire, NodeIndex, NodeInfo, NodeShape, NodeWire};
 use kerf_agent::cache::pods::PodWire;
 use kerf_agent::cache::workloads::{DeploymentWire, ReplicaSetWire};
 use kerf_agent::cache::{
-    CacheSet, Change, Interner, PodInfo, PodPhase, PolicyEntry, ReplicaSetInfo, RsrEntry,
-    WorkloadKey,
+    CacheSet, Change, ChangeSet, Interner, PodInfo, PodPhase, PolicyEntry, ReplicaSetInfo,
+    RsrEntry, WorkloadKey,
 };
 use kerf_api::WorkloadKind;
 use kube::api::DynamicObject;
@@ -379,4 +379,77 @@ async fn caches_are_ready_only_when_every_watch_has_listed() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// The node index holds each node by value, 32 bytes and its name, found by name; a node
+/// that changes what a pass reads is a change of every workload, an update that changes
+/// nothing is none, and a relist keeps the last of a name listed twice.
+#[test]
+fn the_node_index_holds_nodes_by_value_and_reports_only_what_changed() {
+    assert_eq!(std::mem::size_of::<NodeInfo>(), 32);
+    let mut interner = Interner::default();
+    let mut node = |name: &str, cpu: &str| {
+        let wire: NodeWire = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"}},
+        }))
+        .unwrap();
+        NodeInfo::from_wire(wire, &mut interner)
+    };
+    let mut index = NodeIndex::default();
+    let mut changes = ChangeSet::new();
+    for name in ["c", "a", "b"] {
+        index.upsert(node(name, "4"), &mut changes);
+    }
+    assert_eq!(changes, ChangeSet::from([Change::All]));
+    assert_eq!(index.len(), 3);
+    let cpu = |index: &NodeIndex, name: &str| {
+        index
+            .get(name)
+            .and_then(|n| n.allocatable_cpu.clone())
+            .map(|q| q.as_str().to_owned())
+    };
+    assert_eq!(cpu(&index, "a").as_deref(), Some("4"));
+    assert!(index.get("d").is_none());
+    // The same node again: no change.
+    let mut changes = ChangeSet::new();
+    index.upsert(node("b", "4"), &mut changes);
+    assert!(changes.is_empty(), "{changes:?}");
+    // A node with a new allocatable CPU: every workload's pass may read it.
+    index.upsert(node("b", "8"), &mut changes);
+    assert_eq!(changes, ChangeSet::from([Change::All]));
+    assert_eq!(cpu(&index, "b").as_deref(), Some("8"));
+    // A relist of the same nodes in another order: no change; a name twice keeps its last.
+    let mut changes = ChangeSet::new();
+    index.replace(
+        vec![
+            node("b", "8"),
+            node("c", "4"),
+            node("a", "2"),
+            node("a", "4"),
+        ],
+        &mut changes,
+    );
+    assert!(changes.is_empty(), "{changes:?}");
+    assert_eq!(index.len(), 3);
+    assert_eq!(cpu(&index, "a").as_deref(), Some("4"));
+    // A relist without one: a change, and it is gone.
+    index.replace(vec![node("a", "4"), node("c", "4")], &mut changes);
+    assert_eq!(changes, ChangeSet::from([Change::All]));
+    assert!(index.get("b").is_none());
+    let mut changes = ChangeSet::new();
+    index.remove("zz", &mut changes);
+    assert!(changes.is_empty(), "a node never held is no change");
+    index.remove("a", &mut changes);
+    assert_eq!(changes, ChangeSet::from([Change::All]));
+    assert_eq!(
+        (index.get("a").is_none(), index.get("c").is_some()),
+        (true, true)
+    );
+    // Each reads back its hostname as its label.
+    let c = index.get("c").unwrap();
+    assert!(
+        c.labels()
+            .any(|(k, v)| k == "kubernetes.io/hostname" && v == "c")
+    );
 }

@@ -326,11 +326,11 @@ struct SwapWire {
 
 /// The fields of a node that the in-place rules read: its own (name, swap, whether it
 /// takes pods), and the rest as a [`NodeShape`] that the nodes agreeing on it share, read
-/// through `Deref`.
+/// through `Deref`. 32 bytes, held as such in [`NodeIndex`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// Name.
-    pub name: Arc<str>,
+    /// Name: a node's own, so not interned.
+    pub name: Box<str>,
     /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
     /// its swap nodes) reports it. No label counts.
     pub swap: bool,
@@ -394,7 +394,7 @@ impl NodeInfo {
             allocatable_memory: w.status.allocatable.memory,
         };
         NodeInfo {
-            name: interner.intern(&name),
+            name: name.into_boxed_str(),
             swap,
             unschedulable: w.spec.unschedulable,
             shape: interner.share(shape),
@@ -533,6 +533,80 @@ impl<T: SameForPasses> NamedIndex<T> {
     /// Every object, by name.
     pub fn all(&self) -> Vec<Arc<T>> {
         self.items.values().cloned().collect()
+    }
+}
+
+/// The nodes by name, held by value in one sorted vector: 32 bytes and a name each, where
+/// a map of shared records took about 150 (docs/benchmarks.md, "Packed records"). A node
+/// is read when a pass gathers the facts of a workload's pods, and a node watch event
+/// comes seldom; any change of a node is [`Change::All`].
+#[derive(Debug, Default)]
+pub struct NodeIndex {
+    nodes: Vec<NodeInfo>,
+}
+
+impl NodeIndex {
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.nodes.binary_search_by(|n| (*n.name).cmp(name))
+    }
+
+    /// Adds or replaces a node.
+    pub fn upsert(&mut self, node: NodeInfo, changes: &mut ChangeSet) {
+        match self.find(&node.name) {
+            Ok(i) => {
+                if !self.nodes[i].same_for_passes(&node) {
+                    changes.insert(Change::All);
+                }
+                self.nodes[i] = node;
+            }
+            Err(i) => {
+                changes.insert(Change::All);
+                self.nodes.insert(i, node);
+            }
+        }
+    }
+
+    /// Removes a node.
+    pub fn remove(&mut self, name: &str, changes: &mut ChangeSet) {
+        if let Ok(i) = self.find(name) {
+            self.nodes.remove(i);
+            changes.insert(Change::All);
+            crate::room::shrink_sparse(&mut self.nodes);
+        }
+    }
+
+    /// Replaces every node (after a relist); a name listed twice keeps its last.
+    pub fn replace(&mut self, mut nodes: Vec<NodeInfo>, changes: &mut ChangeSet) {
+        // Stable: of a name listed twice, the last comes last, and is the one kept.
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes.reverse();
+        nodes.dedup_by(|a, b| a.name == b.name);
+        nodes.reverse();
+        let same = nodes.len() == self.nodes.len()
+            && nodes
+                .iter()
+                .zip(&self.nodes)
+                .all(|(new, old)| new.name == old.name && old.same_for_passes(new));
+        if !same {
+            changes.insert(Change::All);
+        }
+        nodes.shrink_to_fit();
+        self.nodes = nodes;
+    }
+
+    /// One node.
+    pub fn get(&self, name: &str) -> Option<NodeInfo> {
+        self.find(name).ok().map(|i| self.nodes[i].clone())
+    }
+
+    /// How many nodes it holds.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 }
 

@@ -31,7 +31,7 @@ pub use pods::{PodContainer, PodInfo, PodPhase};
 pub use types::{Change, ChangeSet, Interner, WorkloadKey};
 pub use workloads::{ReplicaSetInfo, WorkloadInfo};
 
-use cluster::{HpaIndex, NamedIndex, PdbIndex, namespace_scope, node_scope};
+use cluster::{HpaIndex, NamedIndex, NodeIndex, PdbIndex, namespace_scope, node_scope};
 use kerf::RsrIndex;
 use pods::PodIndex;
 use workloads::{ReplicaSetIndex, WorkloadIndex};
@@ -82,7 +82,7 @@ struct Inner {
     workloads: Locked<WorkloadIndex>,
     hpas: Locked<HpaIndex>,
     pdbs: Locked<PdbIndex>,
-    nodes: Locked<NamedIndex<NodeInfo>>,
+    nodes: Locked<NodeIndex>,
     namespaces: Locked<NamedIndex<NamespaceInfo>>,
     policies: Locked<NamedIndex<PolicyEntry>>,
     rsrs: Locked<RsrIndex>,
@@ -113,7 +113,7 @@ impl CacheSet {
                 workloads: Locked::default(),
                 hpas: Locked::default(),
                 pdbs: Locked::default(),
-                nodes: Locked::new(NamedIndex::new(node_scope)),
+                nodes: Locked::default(),
                 namespaces: Locked::new(NamedIndex::new(namespace_scope)),
                 policies: Locked::new(NamedIndex::new(node_scope)),
                 rsrs: Locked::default(),
@@ -218,7 +218,7 @@ impl CacheSet {
 
     /// Adds or replaces a node.
     pub fn apply_node(&self, n: NodeInfo) {
-        self.update(&self.inner.nodes, |i, c| i.upsert(n.name.clone(), n, c));
+        self.update(&self.inner.nodes, |i, c| i.upsert(n, c));
     }
 
     /// Adds or replaces a namespace.
@@ -309,7 +309,7 @@ impl CacheSet {
     }
 
     /// One node.
-    pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
+    pub fn node(&self, name: &str) -> Option<NodeInfo> {
         self.inner.nodes.read().get(name)
     }
 

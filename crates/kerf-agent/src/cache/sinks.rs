@@ -343,12 +343,9 @@ impl Watches<'_> {
         let nodes = Ops::<NodeWire, NodeInfo> {
             name: "nodes",
             convert: NodeInfo::from_wire,
-            upsert: |c, n, ch| c.inner.nodes.write().upsert(n.name.clone(), n, ch),
+            upsert: |c, n, ch| c.inner.nodes.write().upsert(n, ch),
             remove: |c, n, ch| c.inner.nodes.write().remove(&n.name, ch),
-            replace: |c, _, v, ch| {
-                let v = v.into_iter().map(|n| (n.name.clone(), n)).collect();
-                c.inner.nodes.write().replace(v, ch)
-            },
+            replace: |c, _, v, ch| c.inner.nodes.write().replace(v, ch),
         };
         self.spawn_cluster(set, nodes, self.all());
         let ns = Ops::<NamespaceWire, NamespaceInfo> {
