@@ -172,7 +172,7 @@ impl HubClient {
                 Err(status_error(endpoint, &answer))
             };
         }
-        let (mut list, mut outside) = if self.cfg.scope_namespaces.is_empty() {
+        let (mut list, outside) = if self.cfg.scope_namespaces.is_empty() {
             let list: RecommendationList = decode(endpoint, &answer.body)?;
             (list, super::scoped::OutsideScopeList::default())
         } else {
@@ -191,13 +191,16 @@ impl HubClient {
         for r in &mut list.recommendations {
             r.containers.shrink_to_fit();
         }
-        outside.shrink_to_fit();
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
-                same = LastGood::record(&mut s.last_good_recommendations, list, now)
-                    && *s.outside_scope == outside;
-                s.outside_scope = std::sync::Arc::new(outside);
+                let same_outside = *s.outside_scope == outside;
+                same =
+                    LastGood::record(&mut s.last_good_recommendations, list, now) && same_outside;
+                // The same list again keeps the copy the reconciler may hold.
+                if !same_outside {
+                    s.outside_scope = std::sync::Arc::new(outside);
+                }
                 s.etag = answer.etag;
                 !same
             })

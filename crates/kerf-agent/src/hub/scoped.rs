@@ -36,42 +36,76 @@ impl OutsideScope<'_> {
 }
 
 /// The recommendations a list holds outside the namespace list, in the list's order,
-/// packed: their namespaces, names and ids back to back in one string, and for each where
-/// its parts end and its kind. With most of a large cluster outside the scope these are
-/// most of the list; packed, 9,000 of them are two allocations instead of 27,000, and
-/// about a quarter of the memory (docs/benchmarks.md).
+/// packed: their names and ids back to back in one string, their namespaces once each in a
+/// table, and for each where its parts end, its namespace and its kind (12 bytes). With
+/// most of a large cluster outside the scope these are most of the list; packed, 9,000 of
+/// them are three allocations instead of 27,000, and about a quarter of the memory
+/// (docs/benchmarks.md, "Packed records").
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutsideScopeList {
     text: String,
+    namespaces: Vec<Box<str>>,
     entries: Vec<Packed>,
 }
 
-/// Where the parts of one [`OutsideScope`] end in [`OutsideScopeList::text`]; it begins
-/// where the one before ends.
+/// Where the parts of one [`OutsideScope`] end in [`OutsideScopeList::text`] (its name
+/// begins where the one before ends), the index of its namespace, and its kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Packed {
-    namespace_end: u32,
     name_end: u32,
     end: u32,
+    namespace: u16,
     kind: WorkloadKind,
 }
 
-impl OutsideScopeList {
-    /// Adds one at the end; refused when the text would pass 4 GiB (a hub answer is far
-    /// smaller: `hub.maxResponseBytes`).
+/// Builds an [`OutsideScopeList`], finding each namespace's index in the table as it goes.
+#[derive(Debug, Default)]
+pub struct OutsideScopeBuilder {
+    list: OutsideScopeList,
+    namespaces: std::collections::HashMap<Box<str>, u16>,
+}
+
+impl OutsideScopeBuilder {
+    /// Adds one at the end; refused when the text would pass 4 GiB or the namespaces
+    /// 65,536 (a hub answer is far smaller: `hub.maxResponseBytes`).
     pub fn push(&mut self, o: OutsideScope<'_>) -> Result<(), String> {
+        let namespace = match self.namespaces.get(o.namespace) {
+            Some(&i) => i,
+            None => {
+                let i = u16::try_from(self.list.namespaces.len()).map_err(
+                    |_| "the recommendations outside the scope name over 65,536 namespaces",
+                )?;
+                self.list.namespaces.push(o.namespace.into());
+                self.namespaces.insert(o.namespace.into(), i);
+                i
+            }
+        };
+        self.list.push_at(namespace, o)
+    }
+
+    /// The list, with no room beyond what it holds.
+    pub fn finish(mut self) -> OutsideScopeList {
+        self.list.text.shrink_to_fit();
+        self.list.namespaces.shrink_to_fit();
+        self.list.entries.shrink_to_fit();
+        self.list
+    }
+}
+
+impl OutsideScopeList {
+    /// Adds `o` at the end, its namespace at index `namespace` of the table.
+    fn push_at(&mut self, namespace: u16, o: OutsideScope<'_>) -> Result<(), String> {
         let mut end = |part: &str| {
             self.text.push_str(part);
             u32::try_from(self.text.len())
                 .map_err(|_| "the recommendations outside the scope pass 4 GiB".to_owned())
         };
-        let namespace_end = end(o.namespace)?;
         let name_end = end(o.name)?;
         let end = end(o.recommendation_id)?;
         self.entries.push(Packed {
-            namespace_end,
             name_end,
             end,
+            namespace,
             kind: o.kind,
         });
         Ok(())
@@ -96,9 +130,9 @@ impl OutsideScopeList {
         };
         let part = |from: u32, to: u32| self.text.get(from as usize..to as usize);
         Some(OutsideScope {
-            namespace: part(start, p.namespace_end)?,
+            namespace: self.namespaces.get(usize::from(p.namespace))?,
             kind: p.kind,
-            name: part(p.namespace_end, p.name_end)?,
+            name: part(start, p.name_end)?,
             recommendation_id: part(p.name_end, p.end)?,
         })
     }
@@ -106,12 +140,6 @@ impl OutsideScopeList {
     /// Every one, in the list's order.
     pub fn iter(&self) -> impl Iterator<Item = OutsideScope<'_>> {
         (0..self.len()).filter_map(|i| self.get(i))
-    }
-
-    /// Gives back the room the reading grew into.
-    pub fn shrink_to_fit(&mut self) {
-        self.text.shrink_to_fit();
-        self.entries.shrink_to_fit();
     }
 }
 
@@ -170,7 +198,7 @@ impl<'de> Visitor<'de> for ListVisitor<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scoped, A::Error> {
         let mut kept = Vec::new();
-        let mut outside = OutsideScopeList::default();
+        let mut outside = OutsideScopeBuilder::default();
         let mut generated_at: Option<DateTime<Utc>> = None;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -195,7 +223,7 @@ impl<'de> Visitor<'de> for ListVisitor<'_> {
                 recommendations: kept,
                 generated_at,
             },
-            outside,
+            outside: outside.finish(),
         })
     }
 }
@@ -204,7 +232,7 @@ impl<'de> Visitor<'de> for ListVisitor<'_> {
 struct Recommendations<'s, 'a> {
     scope: &'s ScopedList<'a>,
     kept: &'s mut Vec<Recommendation>,
-    outside: &'s mut OutsideScopeList,
+    outside: &'s mut OutsideScopeBuilder,
 }
 
 impl<'de> DeserializeSeed<'de> for Recommendations<'_, '_> {
@@ -318,7 +346,7 @@ mod tests {
             ("équipe", WorkloadKind::DaemonSet, "agent-ü", "rec/é"),
             ("b", WorkloadKind::Deployment, "web", "r-1"),
         ];
-        let mut list = OutsideScopeList::default();
+        let mut list = OutsideScopeBuilder::default();
         for (namespace, kind, name, recommendation_id) in given {
             list.push(OutsideScope {
                 namespace,
@@ -328,7 +356,7 @@ mod tests {
             })
             .expect("fits");
         }
-        list.shrink_to_fit();
+        let list = list.finish();
         let back: Vec<_> = list
             .iter()
             .map(|o| (o.namespace, o.kind, o.name, o.recommendation_id))
@@ -341,6 +369,9 @@ mod tests {
             WorkloadKey::new("équipe", WorkloadKind::DaemonSet, "agent-ü")
         );
         assert!(OutsideScopeList::default().is_empty());
+        // Each namespace is held once.
+        assert_eq!(list.namespaces.len(), 3);
+        assert_eq!(std::mem::size_of::<Packed>(), 12);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! for the events of the workloads the agent manages (it drops its oldest when full). One
 //! the outbox dropped is reported again.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -45,13 +45,14 @@ impl From<Vec<OutOfScope>> for Found {
 }
 
 /// The out-of-scope recommendations reported, each kept as a 64-bit hash of its workload
-/// and recommendation id: with most of a large cluster outside the scope these are most of
-/// the hub's list, and a hash is a small part of the key and id it stands for. Two that
-/// shared a hash would be reported once between them; among 10,000 recommendations the
-/// chance of that is about 3 in 10^12.
+/// and recommendation id, in a sorted vector (8 bytes each, where a hash set took about
+/// 16): with most of a large cluster outside the scope these are most of the hub's list,
+/// and a hash is a small part of the key and id it stands for. Two that shared a hash
+/// would be reported once between them; among 10,000 recommendations the chance of that is
+/// about 3 in 10^12.
 #[derive(Debug)]
 pub struct Reported {
-    reported: HashSet<u64>,
+    reported: Hashes,
     /// Found in the caches by the last mirroring and not reported yet, in its order.
     waiting: VecDeque<OutOfScope>,
     /// The hub list's recommendations left out, as the last mirroring found them.
@@ -64,6 +65,28 @@ pub struct Reported {
     in_outbox: HashMap<Uuid, u64>,
     /// Most reports in the outbox at once.
     limit: usize,
+}
+
+/// A set of hashes in a sorted vector.
+#[derive(Debug, Default)]
+struct Hashes(Vec<u64>);
+
+impl Hashes {
+    fn contains(&self, id: u64) -> bool {
+        self.0.binary_search(&id).is_ok()
+    }
+
+    fn insert(&mut self, id: u64) {
+        if let Err(i) = self.0.binary_search(&id) {
+            self.0.insert(i, id);
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Ok(i) = self.0.binary_search(&id) {
+            self.0.remove(i);
+        }
+    }
 }
 
 /// The hash [`Reported`] keeps for a recommendation of a workload.
@@ -85,7 +108,7 @@ impl Reported {
     /// reports in the outbox at once.
     pub fn new(outbox_max_events: usize) -> Reported {
         Reported {
-            reported: HashSet::new(),
+            reported: Hashes::default(),
             waiting: VecDeque::new(),
             listed: Arc::default(),
             waiting_listed: VecDeque::new(),
@@ -113,24 +136,28 @@ impl Reported {
                 (u32::try_from(i).ok(), id)
             })
         };
-        let seen: HashSet<u64> = cached
+        let mut seen: Vec<u64> = cached
             .iter()
             .map(id_of)
             .chain((0..listed.len()).filter_map(listed_out).map(|(_, id)| id))
             .collect();
-        self.reported.retain(|id| seen.contains(id));
+        seen.sort_unstable();
+        self.reported.0.retain(|id| seen.binary_search(id).is_ok());
+        drop(seen);
         let reported = &self.reported;
         // Collected in place, a queue has the room of everything found until the reports
         // are out (`emit_waiting` gives it back).
         self.waiting = cached
             .into_iter()
-            .filter(|o| !reported.contains(&id_of(o)))
+            .filter(|o| !reported.contains(id_of(o)))
             .collect();
         self.waiting_listed = (0..listed.len())
             .filter_map(listed_out)
-            .filter(|(_, id)| !reported.contains(id))
+            .filter(|(_, id)| !reported.contains(*id))
             .filter_map(|(i, _)| i)
             .collect();
+        // Room for each waiting report once it is made, and no more.
+        self.reported.0.reserve_exact(self.waiting());
         self.listed = listed;
         self.emit_waiting(scope, now, emit);
     }
@@ -178,6 +205,10 @@ impl Reported {
                 self.in_outbox.insert(event_id, id);
             }
         }
+        if self.waiting() == 0 {
+            // The room reserved for the reports is used.
+            crate::room::shrink_sparse(&mut self.reported.0);
+        }
         crate::room::shrink_sparse(&mut self.waiting);
         crate::room::shrink_sparse(&mut self.waiting_listed);
         crate::room::shrink_sparse(&mut self.in_outbox);
@@ -197,7 +228,7 @@ impl Reported {
             DeliveryReport::Dropped(ids) => {
                 for i in ids {
                     if let Some(id) = self.in_outbox.remove(i) {
-                        self.reported.remove(&id);
+                        self.reported.remove(id);
                     }
                 }
             }
@@ -373,7 +404,7 @@ mod tests {
     }
 
     fn listed(entries: &[(&str, &str, &str)]) -> Arc<OutsideScopeList> {
-        let mut list = OutsideScopeList::default();
+        let mut list = crate::hub::scoped::OutsideScopeBuilder::default();
         for &(namespace, name, recommendation_id) in entries {
             list.push(crate::hub::scoped::OutsideScope {
                 namespace,
@@ -383,7 +414,7 @@ mod tests {
             })
             .expect("fits");
         }
-        Arc::new(list)
+        Arc::new(list.finish())
     }
 
     // rule: EV-48, EV-51
@@ -470,5 +501,9 @@ mod tests {
             });
         }
         assert_eq!(names_out, names, "every one once, in the list's order");
+        // What was reported is kept as one sorted hash each, with no room to spare.
+        assert_eq!(reported.reported.0.len(), 100);
+        assert_eq!(reported.reported.0.capacity(), 100);
+        assert!(reported.reported.0.is_sorted());
     }
 }
