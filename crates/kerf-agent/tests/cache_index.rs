@@ -1,5 +1,7 @@
 //! Slim caches: decoding real objects (managedFields dropped) and index maintenance.
 
+use std::sync::Arc;
+
 use kerf_agent::cache::cluster::{HpaInfo, HpaWire, NodeIndex, NodeInfo, NodeShape, NodeWire};
 use kerf_agent::cache::pods::PodWire;
 use kerf_agent::cache::workloads::{DeploymentWire, ReplicaSetWire};
@@ -381,9 +383,10 @@ async fn caches_are_ready_only_when_every_watch_has_listed() {
         .unwrap();
 }
 
-/// The node index holds each node by value, 32 bytes and its name, found by name; a node
-/// that changes what a pass reads is a change of every workload, an update that changes
-/// nothing is none, and a relist keeps the last of a name listed twice.
+/// The node index holds each node by value, 32 bytes, its name interned (the pods on it
+/// hold the same), found by name; a node that changes what a pass reads is a change of
+/// every workload, an update that changes nothing is none, and a relist keeps the last of
+/// a name listed twice.
 #[test]
 fn the_node_index_holds_nodes_by_value_and_reports_only_what_changed() {
     assert_eq!(std::mem::size_of::<NodeInfo>(), 32);
@@ -448,6 +451,10 @@ fn the_node_index_holds_nodes_by_value_and_reports_only_what_changed() {
     );
     // Each reads back its hostname as its label.
     let c = index.get("c").unwrap();
+    assert!(
+        Arc::ptr_eq(&c.name, &interner.intern("c")),
+        "one copy of the name"
+    );
     assert!(
         c.labels()
             .any(|(k, v)| k == "kubernetes.io/hostname" && v == "c")

@@ -329,8 +329,8 @@ struct SwapWire {
 /// through `Deref`. 32 bytes, held as such in [`NodeIndex`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// Name: a node's own, so not interned.
-    pub name: Box<str>,
+    /// Name, interned: the pods on the node hold the same one (`PodInfo::node_name`).
+    pub name: Arc<str>,
     /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
     /// its swap nodes) reports it. No label counts.
     pub swap: bool,
@@ -394,7 +394,7 @@ impl NodeInfo {
             allocatable_memory: w.status.allocatable.memory,
         };
         NodeInfo {
-            name: name.into_boxed_str(),
+            name: interner.intern(&name),
             swap,
             unschedulable: w.spec.unschedulable,
             shape: interner.share(shape),
@@ -536,8 +536,9 @@ impl<T: SameForPasses> NamedIndex<T> {
     }
 }
 
-/// The nodes by name, held by value in one sorted vector: 32 bytes and a name each, where
-/// a map of shared records took about 150 (docs/benchmarks.md, "Packed records"). A node
+/// The nodes by name, held by value in one sorted vector: 32 bytes each, their names shared
+/// with their pods, where a map of shared records took about 120 (docs/benchmarks.md,
+/// "Packed records"). A node
 /// is read when a pass gathers the facts of a workload's pods, and a node watch event
 /// comes seldom; any change of a node is [`Change::All`].
 #[derive(Debug, Default)]
