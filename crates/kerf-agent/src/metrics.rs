@@ -259,8 +259,37 @@ impl Metrics {
     }
 }
 
+/// The allocator's own figures, in bytes, as `kerf_agent_allocator_bytes{state}` reports
+/// them at each scrape: `allocated` (what the agent's objects take), `active` (the pages
+/// those lie in: the difference is room left between objects), `resident` (the pages the
+/// allocator holds in memory, its `metadata` included) and `retained` (address space it
+/// gave back to the system and keeps for reuse, not in memory). Empty with the system
+/// allocator, or when jemalloc does not answer.
+pub fn allocator_stats() -> Vec<(&'static str, u64)> {
+    #[cfg(feature = "jemalloc")]
+    {
+        use tikv_jemalloc_ctl::{epoch, stats};
+        // The figures are those of the last epoch: move it on to read them now.
+        if epoch::advance().is_err() {
+            return Vec::new();
+        }
+        [
+            ("allocated", stats::allocated::read()),
+            ("active", stats::active::read()),
+            ("resident", stats::resident::read()),
+            ("metadata", stats::metadata::read()),
+            ("retained", stats::retained::read()),
+        ]
+        .into_iter()
+        .filter_map(|(state, bytes)| Some((state, u64::try_from(bytes.ok()?).ok()?)))
+        .collect()
+    }
+    #[cfg(not(feature = "jemalloc"))]
+    Vec::new()
+}
+
 /// `kerf_agent_allocator_bytes{state}`: the allocator's own figures, read at each scrape
-/// ([`crate::runtime::allocator_stats`]); absent with the system allocator. What the
+/// ([`allocator_stats`]); absent with the system allocator. What the
 /// agent's objects take (`allocated`) against what the allocator holds in memory
 /// (`resident`) tells growth from room the allocator keeps.
 #[derive(Debug)]
@@ -268,7 +297,7 @@ struct AllocatorBytes;
 
 impl Collector for AllocatorBytes {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = crate::runtime::allocator_stats();
+        let stats = allocator_stats();
         if stats.is_empty() {
             return Ok(());
         }

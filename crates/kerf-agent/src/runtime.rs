@@ -52,35 +52,6 @@ pub fn allocator_settings() -> String {
     String::new()
 }
 
-/// The allocator's own figures, in bytes, as `kerf_agent_allocator_bytes{state}` reports
-/// them at each scrape: `allocated` (what the agent's objects take), `active` (the pages
-/// those lie in: the difference is room left between objects), `resident` (the pages the
-/// allocator holds in memory, its `metadata` included) and `retained` (address space it
-/// gave back to the system and keeps for reuse, not in memory). Empty with the system
-/// allocator, or when jemalloc does not answer.
-pub fn allocator_stats() -> Vec<(&'static str, u64)> {
-    #[cfg(feature = "jemalloc")]
-    {
-        use tikv_jemalloc_ctl::{epoch, stats};
-        // The figures are those of the last epoch: move it on to read them now.
-        if epoch::advance().is_err() {
-            return Vec::new();
-        }
-        [
-            ("allocated", stats::allocated::read()),
-            ("active", stats::active::read()),
-            ("resident", stats::resident::read()),
-            ("metadata", stats::metadata::read()),
-            ("retained", stats::retained::read()),
-        ]
-        .into_iter()
-        .filter_map(|(state, bytes)| Some((state, u64::try_from(bytes.ok()?).ok()?)))
-        .collect()
-    }
-    #[cfg(not(feature = "jemalloc"))]
-    Vec::new()
-}
-
 /// How long shutdown waits for tasks to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
