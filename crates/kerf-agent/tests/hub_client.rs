@@ -311,3 +311,68 @@ async fn a_successful_fetch_sets_the_hub_last_success_timestamp_and_a_failure_ke
         Some(first + 300.0)
     );
 }
+
+/// With `scope.namespaces`, the recommendations outside them are handed to the reconciler
+/// once: the hub state lets the list go once it is taken, and the same list again is not
+/// handed over again (what it holds was reported), a changed one is.
+// rule: EV-48
+#[tokio::test]
+async fn the_recommendations_outside_the_namespaces_are_handed_over_once_per_list() {
+    let hub = start(DevHubConfig {
+        token: Some("t".into()),
+        ..DevHubConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "t").unwrap();
+    let mut cfg = HubClientConfig::new(hub.url(), CLUSTER);
+    cfg.token_file = Some(token_file);
+    cfg.scope_namespaces = vec!["other".to_owned()];
+    let shared: SharedClock = Arc::new(TestClock::new(t0()));
+    let mut registry = Registry::with_prefix("kerf_agent");
+    let client = HubClient::new(cfg, HubMetrics::register(&mut registry), shared).unwrap();
+    let names = |list: &kerf_agent::hub::scoped::OutsideScopeList| -> Vec<String> {
+        list.iter().map(|o| o.name.to_owned()).collect()
+    };
+
+    hub.set_recommendations(CLUSTER, vec![recommendation("web"), recommendation("api")]);
+    assert_eq!(
+        client.fetch_recommendations().await.unwrap(),
+        Fetch::Updated
+    );
+    let state = client.state();
+    let list = state.outside_scope.take().expect("handed over");
+    assert_eq!(names(&list), ["web", "api"]);
+    assert!(state.outside_scope.take().is_none(), "once");
+    assert!(
+        client.state().outside_scope.take().is_none(),
+        "the hub state lets it go"
+    );
+    assert!(
+        client
+            .state()
+            .last_good_recommendations
+            .unwrap()
+            .value
+            .recommendations
+            .is_empty(),
+        "nothing in scope"
+    );
+
+    // The same list again, in a new answer (200, a new ETag): nothing new to hand over.
+    hub.set_recommendations(CLUSTER, vec![recommendation("web"), recommendation("api")]);
+    client.fetch_recommendations().await.unwrap();
+    assert_eq!(statuses(&hub, Endpoint::Recommendations), vec![200, 200]);
+    assert!(client.state().outside_scope.take().is_none());
+
+    // A changed list is handed over.
+    hub.set_recommendations(CLUSTER, vec![recommendation("web"), recommendation("db")]);
+    assert_eq!(
+        client.fetch_recommendations().await.unwrap(),
+        Fetch::Updated
+    );
+    let list = client.state().outside_scope.take().expect("handed over");
+    assert_eq!(names(&list), ["web", "db"]);
+}

@@ -194,12 +194,13 @@ impl HubClient {
         let mut same = false;
         self.state.send_if_modified(|s| {
             s.apply_fetch(now, stale, |s| {
-                let same_outside = *s.outside_scope == outside;
+                let same_outside = s.outside_scope.holds_same(&outside);
                 same =
                     LastGood::record(&mut s.last_good_recommendations, list, now) && same_outside;
-                // The same list again keeps the copy the reconciler may hold.
+                // The same list again is not handed over again: what it holds was reported.
                 if !same_outside {
-                    s.outside_scope = std::sync::Arc::new(outside);
+                    s.outside_scope =
+                        std::sync::Arc::new(super::scoped::OutsideScopeHandoff::new(outside));
                 }
                 s.etag = answer.etag;
                 !same

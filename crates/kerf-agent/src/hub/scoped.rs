@@ -41,7 +41,7 @@ impl OutsideScope<'_> {
 /// most of a large cluster outside the scope these are most of the list; packed, 9,000 of
 /// them are three allocations instead of 27,000, and about a quarter of the memory
 /// (docs/benchmarks.md, "Packed records").
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OutsideScopeList {
     text: String,
     namespaces: Vec<Box<str>>,
@@ -50,7 +50,7 @@ pub struct OutsideScopeList {
 
 /// Where the parts of one [`OutsideScope`] end in [`OutsideScopeList::text`] (its name
 /// begins where the one before ends), the index of its namespace, and its kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Packed {
     name_end: u32,
     end: u32,
@@ -141,6 +141,56 @@ impl OutsideScopeList {
     pub fn iter(&self) -> impl Iterator<Item = OutsideScope<'_>> {
         (0..self.len()).filter_map(|i| self.get(i))
     }
+}
+
+/// The recommendations outside the namespace list from the hub's latest answer, for the
+/// reconciler to take once ([`OutsideScopeHandoff::take`]). Beside it the hub state keeps
+/// only a hash of the list, which tells an answer that changed it from one that did not:
+/// once the reconciler has reported what the list holds and drops it, nothing holds the
+/// list. With a tenth of a cluster in scope it is most of the hub's answer
+/// (docs/benchmarks.md, "The cluster around the scope").
+#[derive(Debug, Default)]
+pub struct OutsideScopeHandoff {
+    digest: u64,
+    list: std::sync::Mutex<Option<std::sync::Arc<OutsideScopeList>>>,
+}
+
+impl OutsideScopeHandoff {
+    /// `list`, to be taken once.
+    pub fn new(list: OutsideScopeList) -> OutsideScopeHandoff {
+        OutsideScopeHandoff {
+            digest: digest(&list),
+            list: std::sync::Mutex::new(Some(std::sync::Arc::new(list))),
+        }
+    }
+
+    /// The list, the first time; `None` after.
+    pub fn take(&self) -> Option<std::sync::Arc<OutsideScopeList>> {
+        self.list
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Whether `list` is the one handed over here (by its hash: two lists that differ
+    /// share it with a chance of one in 2^64).
+    pub fn holds_same(&self, list: &OutsideScopeList) -> bool {
+        self.digest == digest(list)
+    }
+}
+
+impl PartialEq for OutsideScopeHandoff {
+    fn eq(&self, other: &OutsideScopeHandoff) -> bool {
+        self.digest == other.digest
+    }
+}
+
+/// A hash of the whole of `list`.
+fn digest(list: &OutsideScopeList) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    list.hash(&mut h);
+    h.finish()
 }
 
 /// A list read with [`ScopedList`]: the recommendations in the namespaces kept, and the

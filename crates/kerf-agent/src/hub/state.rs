@@ -41,8 +41,9 @@ pub struct HubState {
     /// for those namespaces only).
     pub last_good_recommendations: Option<LastGood<RecommendationList>>,
     /// The recommendations of that list for namespaces outside `scope.namespaces`, by
-    /// workload and id: each is reported once as `OutOfScope`.
-    pub outside_scope: Arc<super::scoped::OutsideScopeList>,
+    /// workload and id, until the reconciler takes them: each is reported once as
+    /// `OutOfScope`.
+    pub outside_scope: Arc<super::scoped::OutsideScopeHandoff>,
     /// The ETag of that list.
     pub etag: Option<String>,
     /// The last good cluster configuration.

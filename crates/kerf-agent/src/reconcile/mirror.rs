@@ -28,7 +28,7 @@ pub(super) struct Mirrored {
     report: SyncReport,
     /// The recommendations the hub client left out for namespaces outside
     /// `scope.namespaces`.
-    listed: Arc<crate::hub::scoped::OutsideScopeList>,
+    listed: Arc<crate::hub::scoped::OutsideScopeHandoff>,
     errors: Vec<SyncError>,
     took: Duration,
 }

@@ -18,7 +18,7 @@ use kerf_api::event::{Event, EventType, EventWorkload};
 use kerf_api::wellknown::REASON_OUT_OF_SCOPE;
 use uuid::Uuid;
 
-use crate::hub::scoped::OutsideScopeList;
+use crate::hub::scoped::{OutsideScopeHandoff, OutsideScopeList};
 use crate::outbox::DeliveryReport;
 use crate::rsr_sync::OutOfScope;
 use crate::scope::{Scope, Verdict};
@@ -29,10 +29,10 @@ pub struct Found {
     /// Workloads of the caches outside the scope, with a recommendation
     /// ([`crate::rsr_sync`]).
     pub cached: Vec<OutOfScope>,
-    /// The recommendations the hub client left out of the list for namespaces outside
-    /// `scope.namespaces` ([`crate::hub::scoped`]): those the namespace list still leaves
-    /// out are reported.
-    pub listed: Arc<OutsideScopeList>,
+    /// The recommendations the hub client left out of its latest list for namespaces
+    /// outside `scope.namespaces` ([`crate::hub::scoped`]), if not taken yet: those the
+    /// namespace list still leaves out are reported.
+    pub listed: Arc<OutsideScopeHandoff>,
 }
 
 impl From<Vec<OutOfScope>> for Found {
@@ -50,19 +50,29 @@ impl From<Vec<OutOfScope>> for Found {
 /// and a hash is a small part of the key and id it stands for. Two that shared a hash
 /// would be reported once between them; among 10,000 recommendations the chance of that is
 /// about 3 in 10^12.
+///
+/// The hub client's list of those left out is taken once, when the hub's answer changed
+/// it, and kept only until its reports are out: then the hashes alone say what was
+/// reported, and a mirroring that brings no new list leaves them as they are.
 #[derive(Debug)]
 pub struct Reported {
-    reported: Hashes,
+    /// Reported of those the caches found.
+    cached: Hashes,
+    /// Reported of the hub client's list.
+    listed_reported: Hashes,
     /// Found in the caches by the last mirroring and not reported yet, in its order.
     waiting: VecDeque<OutOfScope>,
-    /// The hub list's recommendations left out, as the last mirroring found them.
-    listed: Arc<OutsideScopeList>,
+    /// The hub list's recommendations left out, while some of them are not reported yet.
+    listed: Option<Arc<OutsideScopeList>>,
     /// Those of `listed` not reported yet, by index, in the list's order: a report is made
     /// when the outbox has room for it, so the wave of a large cluster waits as 4 bytes
     /// each.
     waiting_listed: VecDeque<u32>,
-    /// The reports in the outbox, by event id, with the hash each stands for.
-    in_outbox: HashMap<Uuid, u64>,
+    /// The outbox dropped a report of `listed`: the next mirroring reads `listed` again.
+    listed_dropped: bool,
+    /// The reports in the outbox, by event id, with the hash each stands for and whether
+    /// it is one of `listed`.
+    in_outbox: HashMap<Uuid, (u64, bool)>,
     /// Most reports in the outbox at once.
     limit: usize,
 }
@@ -87,6 +97,11 @@ impl Hashes {
             self.0.remove(i);
         }
     }
+
+    /// Keeps those `seen` holds; `seen` is sorted.
+    fn keep_seen(&mut self, seen: &[u64]) {
+        self.0.retain(|id| seen.binary_search(id).is_ok());
+    }
 }
 
 /// The hash [`Reported`] keeps for a recommendation of a workload.
@@ -103,15 +118,30 @@ fn id_of(o: &OutOfScope) -> u64 {
     hash_of(&w.namespace, w.kind, &w.name, &o.recommendation_id)
 }
 
+/// The index and hash of each recommendation of `listed` that `scope` leaves out.
+fn listed_out<'a>(
+    listed: &'a OutsideScopeList,
+    scope: &'a Scope,
+) -> impl Iterator<Item = (u32, u64)> + 'a {
+    listed.iter().enumerate().filter_map(|(i, o)| {
+        scope.lists_out(o.namespace).then(|| {
+            let id = hash_of(o.namespace, o.kind, o.name, o.recommendation_id);
+            Some((u32::try_from(i).ok()?, id))
+        })?
+    })
+}
+
 impl Reported {
     /// Nothing reported yet; at most a tenth of `outbox_max_events` (and at least one)
     /// reports in the outbox at once.
     pub fn new(outbox_max_events: usize) -> Reported {
         Reported {
-            reported: Hashes::default(),
+            cached: Hashes::default(),
+            listed_reported: Hashes::default(),
             waiting: VecDeque::new(),
-            listed: Arc::default(),
+            listed: None,
             waiting_listed: VecDeque::new(),
+            listed_dropped: false,
             in_outbox: HashMap::new(),
             limit: (outbox_max_events / 10).max(1),
         }
@@ -120,7 +150,8 @@ impl Reported {
     /// Takes what a whole mirroring `found` outside `scope`: those not reported yet wait
     /// for their report, and as many as the outbox has room for are given to `emit`, one
     /// at a time (`emit` says whether the outbox took it). Those it no longer found are
-    /// forgotten, so a recommendation that comes back out of scope is reported again.
+    /// forgotten, so a recommendation that comes back out of scope is reported again; a
+    /// mirroring with no new list from the hub leaves the list's as they are.
     pub fn take_new(
         &mut self,
         found: Found,
@@ -129,36 +160,43 @@ impl Reported {
         emit: impl FnMut(Event) -> bool,
     ) {
         let Found { cached, listed } = found;
-        let listed_out = |i: usize| {
-            let o = listed.get(i)?;
-            scope.lists_out(o.namespace).then(|| {
-                let id = hash_of(o.namespace, o.kind, o.name, o.recommendation_id);
-                (u32::try_from(i).ok(), id)
-            })
-        };
-        let mut seen: Vec<u64> = cached
-            .iter()
-            .map(id_of)
-            .chain((0..listed.len()).filter_map(listed_out).map(|(_, id)| id))
-            .collect();
+        let mut seen: Vec<u64> = cached.iter().map(id_of).collect();
         seen.sort_unstable();
-        self.reported.0.retain(|id| seen.binary_search(id).is_ok());
+        self.cached.keep_seen(&seen);
         drop(seen);
-        let reported = &self.reported;
+        let reported = &self.cached;
         // Collected in place, a queue has the room of everything found until the reports
         // are out (`emit_waiting` gives it back).
         self.waiting = cached
             .into_iter()
             .filter(|o| !reported.contains(id_of(o)))
             .collect();
-        self.waiting_listed = (0..listed.len())
-            .filter_map(listed_out)
-            .filter(|(_, id)| !reported.contains(*id))
-            .filter_map(|(i, _)| i)
-            .collect();
+        let fresh = listed.take();
+        let read_list = fresh.is_some() || std::mem::take(&mut self.listed_dropped);
+        if let Some(list) = fresh {
+            let mut seen: Vec<u64> = listed_out(&list, scope).map(|(_, id)| id).collect();
+            seen.sort_unstable();
+            self.listed_reported.keep_seen(&seen);
+            self.listed = Some(list);
+        }
+        if read_list {
+            let reported = &self.listed_reported;
+            self.waiting_listed = self
+                .listed
+                .as_deref()
+                .map(|list| {
+                    listed_out(list, scope)
+                        .filter(|(_, id)| !reported.contains(*id))
+                        .map(|(i, _)| i)
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
         // Room for each waiting report once it is made, and no more.
-        self.reported.0.reserve_exact(self.waiting());
-        self.listed = listed;
+        self.cached.0.reserve_exact(self.waiting.len());
+        self.listed_reported
+            .0
+            .reserve_exact(self.waiting_listed.len());
         self.emit_waiting(scope, now, emit);
     }
 
@@ -170,7 +208,7 @@ impl Reported {
         mut emit: impl FnMut(Event) -> bool,
     ) {
         while self.in_outbox.len() < self.limit {
-            let (event, id) = if let Some(o) = self.waiting.pop_front() {
+            let (event, id, of_list) = if let Some(o) = self.waiting.pop_front() {
                 let w = &o.workload;
                 let event = event(
                     [&w.namespace, &w.name, &o.recommendation_id],
@@ -178,9 +216,9 @@ impl Reported {
                     &o.why,
                     now,
                 );
-                (event, id_of(&o))
+                (event, id_of(&o), false)
             } else if let Some(i) = self.waiting_listed.pop_front() {
-                let Some(o) = self.listed.get(i as usize) else {
+                let Some(o) = self.listed.as_deref().and_then(|l| l.get(i as usize)) else {
                     continue;
                 };
                 let Verdict::Out(why) = scope.verdict(o.namespace, None, None) else {
@@ -192,26 +230,32 @@ impl Reported {
                     &why,
                     now,
                 );
-                (
-                    event,
-                    hash_of(o.namespace, o.kind, o.name, o.recommendation_id),
-                )
+                let id = hash_of(o.namespace, o.kind, o.name, o.recommendation_id);
+                (event, id, true)
             } else {
                 break;
             };
             let event_id = event.id;
             if emit(event) {
-                self.reported.insert(id);
-                self.in_outbox.insert(event_id, id);
+                if of_list {
+                    self.listed_reported.insert(id);
+                } else {
+                    self.cached.insert(id);
+                }
+                self.in_outbox.insert(event_id, (id, of_list));
             }
         }
-        if self.waiting() == 0 {
+        if self.waiting.is_empty() {
             // The room reserved for the reports is used.
-            crate::room::shrink_sparse(&mut self.reported.0);
+            crate::room::shrink_sparse(&mut self.cached.0);
+        }
+        if self.waiting_listed.is_empty() {
+            crate::room::shrink_sparse(&mut self.listed_reported.0);
         }
         crate::room::shrink_sparse(&mut self.waiting);
         crate::room::shrink_sparse(&mut self.waiting_listed);
         crate::room::shrink_sparse(&mut self.in_outbox);
+        self.drop_list_once_reported();
     }
 
     /// Takes a delivery report in: the reports it settles leave the outbox, and one the
@@ -227,18 +271,38 @@ impl Reported {
             }
             DeliveryReport::Dropped(ids) => {
                 for i in ids {
-                    if let Some(id) = self.in_outbox.remove(i) {
-                        self.reported.remove(id);
+                    match self.in_outbox.remove(i) {
+                        Some((id, true)) => {
+                            self.listed_reported.remove(id);
+                            self.listed_dropped = true;
+                        }
+                        Some((id, false)) => self.cached.remove(id),
+                        None => {}
                     }
                 }
             }
         }
+        self.drop_list_once_reported();
         self.in_outbox.len() < before
+    }
+
+    /// Lets the hub client's list go once every report of it is made and settled: then
+    /// nothing of it can be wanted again but through a new answer of the hub's.
+    fn drop_list_once_reported(&mut self) {
+        let settled = !self.in_outbox.values().any(|&(_, of_list)| of_list);
+        if self.waiting_listed.is_empty() && settled && !self.listed_dropped {
+            self.listed = None;
+        }
     }
 
     /// How many reports wait for room in the outbox.
     pub fn waiting(&self) -> usize {
         self.waiting.len() + self.waiting_listed.len()
+    }
+
+    /// Whether the hub client's list of those left out is still held.
+    pub fn holds_list(&self) -> bool {
+        self.listed.is_some()
     }
 }
 
@@ -403,7 +467,7 @@ mod tests {
         );
     }
 
-    fn listed(entries: &[(&str, &str, &str)]) -> Arc<OutsideScopeList> {
+    fn listed(entries: &[(&str, &str, &str)]) -> Arc<OutsideScopeHandoff> {
         let mut list = crate::hub::scoped::OutsideScopeBuilder::default();
         for &(namespace, name, recommendation_id) in entries {
             list.push(crate::hub::scoped::OutsideScope {
@@ -414,7 +478,23 @@ mod tests {
             })
             .expect("fits");
         }
-        Arc::new(list.finish())
+        Arc::new(OutsideScopeHandoff::new(list.finish()))
+    }
+
+    /// Acks what `out` holds and takes what the room made brings, until nothing comes.
+    fn ack_all(reported: &mut Reported, mut out: Vec<Event>, now: DateTime<Utc>) -> Vec<String> {
+        let mut names = Vec::new();
+        while !out.is_empty() {
+            names.extend(out.iter().map(|e| e.workload.name.clone()));
+            let ids = out.iter().map(|e| e.id).collect();
+            assert!(reported.settled(&DeliveryReport::Acked(ids)));
+            out.clear();
+            reported.emit_waiting(&scope(), now, |e| {
+                out.push(e);
+                true
+            });
+        }
+        names
     }
 
     // rule: EV-48, EV-51
@@ -455,8 +535,10 @@ mod tests {
             "{message}"
         );
         assert!(first.iter().all(|e| e.validate().is_ok()), "{first:?}");
-        // The same list again: nothing; a new id for one of them: that one.
+        // The list was taken: the next mirrorings bring it no more, and report nothing.
+        assert!(list.take().is_none());
         assert!(take(&mut reported, found(), now).is_empty());
+        // A new answer of the hub's with a new id for one of them: that one.
         let renewed = Found {
             cached: Vec::new(),
             listed: listed(&[("b", "db", "r1"), ("c", "cache", "r4")]),
@@ -476,7 +558,7 @@ mod tests {
         let entries: Vec<(&str, &str, &str)> =
             names.iter().map(|n| ("b", n.as_str(), "r")).collect();
         let list = listed(&entries);
-        let mut out = take(
+        let out = take(
             &mut reported,
             Found {
                 cached: Vec::new(),
@@ -488,22 +570,98 @@ mod tests {
         assert_eq!(reported.waiting(), 70);
         assert_eq!(reported.waiting_listed.len(), 70);
         assert!(reported.waiting.is_empty());
-        assert!(Arc::ptr_eq(&reported.listed, &list), "the list is shared");
-        let mut names_out = Vec::new();
-        while !out.is_empty() {
-            names_out.extend(out.iter().map(|e| e.workload.name.clone()));
-            let ids = out.iter().map(|e| e.id).collect();
-            assert!(reported.settled(&DeliveryReport::Acked(ids)));
-            out.clear();
-            reported.emit_waiting(&scope(), now, |e| {
-                out.push(e);
-                true
-            });
-        }
+        assert!(reported.holds_list());
+        let names_out = ack_all(&mut reported, out, now);
         assert_eq!(names_out, names, "every one once, in the list's order");
         // What was reported is kept as one sorted hash each, with no room to spare.
-        assert_eq!(reported.reported.0.len(), 100);
-        assert_eq!(reported.reported.0.capacity(), 100);
-        assert!(reported.reported.0.is_sorted());
+        assert_eq!(reported.listed_reported.0.len(), 100);
+        assert_eq!(reported.listed_reported.0.capacity(), 100);
+        assert!(reported.listed_reported.0.is_sorted());
+    }
+
+    /// Once every report of the hub client's list is made and acked, the list is let go
+    /// (nothing else holds it) and the hashes alone keep what was reported: later
+    /// mirrorings report nothing again, a new answer reports what is new in it, and one
+    /// that left the list and came back is reported again.
+    // rule: EV-48, EV-51
+    #[test]
+    fn the_list_of_those_left_out_is_let_go_once_its_reports_are_out() {
+        let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
+        let mut reported = Reported::new(30);
+        let handoff = listed(&[("b", "db", "r1"), ("b", "mq", "r1"), ("c", "kv", "r1")]);
+        let first = take(
+            &mut reported,
+            Found {
+                cached: Vec::new(),
+                listed: handoff.clone(),
+            },
+            now,
+        );
+        assert_eq!(first.len(), 3);
+        assert!(
+            reported.holds_list(),
+            "held while its reports are in the outbox"
+        );
+        assert_eq!(ack_all(&mut reported, first, now), ["db", "mq", "kv"]);
+        assert!(!reported.holds_list(), "let go once they are acked");
+        for _ in 0..3 {
+            let again = Found {
+                cached: Vec::new(),
+                listed: handoff.clone(),
+            };
+            assert!(take(&mut reported, again, now).is_empty());
+        }
+        // A new answer: "kv" left it, "mq" has a new id, "db" is as before.
+        let renewed = listed(&[("b", "db", "r1"), ("b", "mq", "r2")]);
+        let out = take(
+            &mut reported,
+            Found {
+                cached: Vec::new(),
+                listed: renewed,
+            },
+            now,
+        );
+        let ids: Vec<_> = out
+            .iter()
+            .map(|e| (e.workload.name.as_str(), e.recommendation_id.as_deref()))
+            .collect();
+        assert_eq!(ids, [("mq", Some("r2"))]);
+        assert_eq!(ack_all(&mut reported, out, now), ["mq"]);
+        assert!(!reported.holds_list());
+        // "kv" comes back: it is reported again.
+        let back = listed(&[("b", "db", "r1"), ("b", "mq", "r2"), ("c", "kv", "r1")]);
+        let out = take(
+            &mut reported,
+            Found {
+                cached: Vec::new(),
+                listed: back,
+            },
+            now,
+        );
+        assert_eq!(ack_all(&mut reported, out, now), ["kv"]);
+    }
+
+    /// A report of the list that the outbox dropped keeps the list, though the hub client
+    /// handed it over already, and is made again at the next mirroring.
+    // rule: EV-05 (a report the full outbox dropped is made again)
+    #[test]
+    fn a_dropped_report_of_the_list_is_made_again_from_the_list_still_held() {
+        let now: DateTime<Utc> = "2026-12-05T04:00:00Z".parse().expect("time");
+        let mut reported = Reported::new(30);
+        let handoff = listed(&[("b", "db", "r1"), ("b", "mq", "r1")]);
+        let found = || Found {
+            cached: Vec::new(),
+            listed: handoff.clone(),
+        };
+        let first = take(&mut reported, found(), now);
+        assert_eq!(first.len(), 2);
+        assert!(reported.settled(&DeliveryReport::Acked(vec![first[0].id])));
+        assert!(reported.settled(&DeliveryReport::Dropped(vec![first[1].id])));
+        assert!(reported.holds_list(), "the dropped one is still to report");
+        assert!(handoff.take().is_none(), "the hub client's copy was taken");
+        let again = take(&mut reported, found(), now);
+        assert_eq!(ack_all(&mut reported, again, now), ["mq"]);
+        assert!(!reported.holds_list());
+        assert!(take(&mut reported, found(), now).is_empty());
     }
 }
