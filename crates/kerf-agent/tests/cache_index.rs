@@ -452,7 +452,7 @@ fn the_node_index_holds_nodes_by_value_and_reports_only_what_changed() {
     // Each reads back its hostname as its label.
     let c = index.get("c").unwrap();
     assert!(
-        Arc::ptr_eq(&c.name, &interner.intern("c")),
+        Arc::ptr_eq(&c.name, &interner.intern_node_name("c")),
         "one copy of the name"
     );
     assert!(

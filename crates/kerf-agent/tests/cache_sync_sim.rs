@@ -130,6 +130,7 @@ async fn caches_sync_from_the_sim_and_follow_changes() {
     let pods = workload_and_pods_are_cached(&cache, &key).await;
     pdb_hpa_and_namespace_are_cached(&cache, &key);
     nodes_are_cached(&cache).await;
+    a_node_and_the_pods_on_it_hold_one_copy_of_its_name(&cache, &pods);
     policies_are_cached(&cache);
     a_pod_deletion_is_a_change_of_its_workload(&cache, &client, &key, &pods[0].name).await;
 }
@@ -194,6 +195,22 @@ async fn nodes_are_cached(cache: &CacheSet) {
     })
     .await
     .unwrap();
+}
+
+/// The pod watch and the node watch intern node names in one table: a node and the pods
+/// on it hold one copy of its name.
+#[allow(clippy::expect_used)] // test helper: a failure fails the test
+fn a_node_and_the_pods_on_it_hold_one_copy_of_its_name(cache: &CacheSet, pods: &[Arc<PodInfo>]) {
+    for p in pods {
+        let on = p.node_name.as_ref().expect("the pods are bound");
+        let node = cache.node(on).expect("their node is cached");
+        assert!(Arc::ptr_eq(on, &node.name), "{on}: one copy of the name");
+    }
+    assert_eq!(
+        cache.node_names().len(),
+        2,
+        "each of the sim's two nodes once"
+    );
 }
 
 /// Policies: the good one typed, the bad one kept with the field named.

@@ -394,7 +394,7 @@ impl NodeInfo {
             allocatable_memory: w.status.allocatable.memory,
         };
         NodeInfo {
-            name: interner.intern(&name),
+            name: interner.intern_node_name(&name),
             swap,
             unschedulable: w.spec.unschedulable,
             shape: interner.share(shape),

@@ -28,7 +28,7 @@ pub use backoff::watch_backoff;
 pub use cluster::{HpaInfo, NamespaceInfo, NodeInfo, PdbInfo};
 pub use kerf::{ConversionError, PolicyEntry, RsrEntry};
 pub use pods::{PodContainer, PodInfo, PodPhase};
-pub use types::{Change, ChangeSet, Interner, WorkloadKey};
+pub use types::{Change, ChangeSet, Interner, NodeNames, WorkloadKey};
 pub use workloads::{ReplicaSetInfo, WorkloadInfo};
 
 use cluster::{HpaIndex, NamedIndex, NodeIndex, PdbIndex, namespace_scope, node_scope};
@@ -86,6 +86,8 @@ struct Inner {
     namespaces: Locked<NamedIndex<NamespaceInfo>>,
     policies: Locked<NamedIndex<PolicyEntry>>,
     rsrs: Locked<RsrIndex>,
+    /// The node names the watches' interners share.
+    node_names: types::NodeNames,
     changes: broadcast::Sender<Change>,
     synced: watch::Sender<BTreeSet<&'static str>>,
 }
@@ -117,6 +119,7 @@ impl CacheSet {
                 namespaces: Locked::new(NamedIndex::new(namespace_scope)),
                 policies: Locked::new(NamedIndex::new(node_scope)),
                 rsrs: Locked::default(),
+                node_names: types::NodeNames::default(),
                 changes: broadcast::channel(CHANGE_CHANNEL_CAPACITY).0,
                 synced: watch::channel(BTreeSet::new()).0,
             }),
@@ -306,6 +309,11 @@ impl CacheSet {
     /// The PDBs of a namespace.
     pub fn pdbs_in(&self, namespace: &str) -> Vec<Arc<PdbInfo>> {
         self.inner.pdbs.read().in_namespace(namespace)
+    }
+
+    /// The node names the watches' interners share ([`NodeNames`]).
+    pub fn node_names(&self) -> &NodeNames {
+        &self.inner.node_names
     }
 
     /// One node.

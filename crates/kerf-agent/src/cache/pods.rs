@@ -369,7 +369,11 @@ impl PodInfo {
             name: m.name.as_deref().unwrap_or_default().into(),
             uid: Uid::new(m.uid.as_deref().unwrap_or_default()),
             resource_version: Version::new(m.resource_version.as_deref().unwrap_or_default()),
-            node_name: w.spec.node_name.as_deref().map(|n| interner.intern(n)),
+            node_name: w
+                .spec
+                .node_name
+                .as_deref()
+                .map(|n| interner.intern_node_name(n)),
             ready_since: Stamp::new(ready_cond.and_then(|c| c.last_transition_time)),
             created: Stamp::new(time(m.creation_timestamp.as_ref())),
             shape: interner.share(shape),

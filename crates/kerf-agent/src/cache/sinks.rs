@@ -96,7 +96,7 @@ where
     let stream = watcher::watcher(target.api.clone(), watcher::Config::default())
         .backoff(super::backoff::watch_backoff());
     let mut stream = std::pin::pin!(stream);
-    let mut interner = Interner::default();
+    let mut interner = Interner::sharing_node_names(cache.node_names());
     let mut buffer: Vec<T> = Vec::new();
     let mut listed = false;
     let _active = Active::new(metrics.clone());

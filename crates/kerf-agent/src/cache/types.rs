@@ -67,6 +67,35 @@ pub struct Interner {
     strings: Shared<str>,
     /// One set per kind of shared part, by its type.
     parts: HashMap<TypeId, Box<dyn Parts>>,
+    /// Node names, shared with the other watches' interners ([`NodeNames`]).
+    node_names: NodeNames,
+}
+
+/// The node names of a set of caches, shared by the interners of the node watch and the
+/// pod watches: a node and the pods on it hold one copy of its name. Where the scope
+/// leaves a few pods on each of thousands of nodes, a copy per watch, each in its own
+/// interner's table, was most of what the names cost (docs/benchmarks.md, "The cluster
+/// around the scope").
+#[derive(Clone, Debug, Default)]
+pub struct NodeNames(Arc<std::sync::Mutex<Shared<str>>>);
+
+impl NodeNames {
+    fn with<R>(&self, f: impl FnOnce(&mut Shared<str>) -> R) -> R {
+        f(&mut self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// How many names are held.
+    pub fn len(&self) -> usize {
+        self.with(|s| s.set.len())
+    }
+
+    /// True when none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One kind of shared value, and how many were kept at its last prune.
@@ -130,9 +159,23 @@ impl<T: Hash + Eq + Send + Sync + std::fmt::Debug + 'static> Parts for Shared<T>
 }
 
 impl Interner {
+    /// An interner that keeps node names in `node_names`, with the other interners that
+    /// share it.
+    pub fn sharing_node_names(node_names: &NodeNames) -> Interner {
+        Interner {
+            node_names: node_names.clone(),
+            ..Interner::default()
+        }
+    }
+
     /// The shared copy of `s`.
     pub fn intern(&mut self, s: &str) -> Arc<str> {
         self.strings.share(s, Arc::from)
+    }
+
+    /// The shared copy of the node name `s`, the one the node and the pods on it hold.
+    pub fn intern_node_name(&mut self, s: &str) -> Arc<str> {
+        self.node_names.with(|names| names.share(s, Arc::from))
     }
 
     /// The shared copy of `value`: the objects that have an equal one get the same.
@@ -159,6 +202,7 @@ impl Interner {
             self.parts.values_mut().for_each(|p| p.prune());
         }
         self.strings.prune();
+        self.node_names.with(Shared::prune);
     }
 
     /// How many strings are held.
