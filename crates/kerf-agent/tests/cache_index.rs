@@ -383,21 +383,32 @@ async fn caches_are_ready_only_when_every_watch_has_listed() {
         .unwrap();
 }
 
-/// The node index holds each node by value, 32 bytes, its name interned (the pods on it
-/// hold the same), found by name; a node that changes what a pass reads is a change of
+/// The node index holds each node by value, 24 bytes, its name interned (the pods on it
+/// hold the same), found by name; a cordoned node reads as such, in a shape of its own; a node that changes what a pass reads is a change of
 /// every workload, an update that changes nothing is none, and a relist keeps the last of
 /// a name listed twice.
 #[test]
 fn the_node_index_holds_nodes_by_value_and_reports_only_what_changed() {
-    assert_eq!(std::mem::size_of::<NodeInfo>(), 32);
+    assert_eq!(std::mem::size_of::<NodeInfo>(), 24);
     let mut interner = Interner::default();
+    let cordoned: NodeWire = serde_json::from_value(json!({
+        "metadata": {"name": "x", "labels": {"kubernetes.io/hostname": "x"}},
+        "spec": {"unschedulable": true},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}},
+    }))
+    .unwrap();
+    let cordoned = NodeInfo::from_wire(cordoned, &mut interner);
+    assert!(cordoned.unschedulable && !cordoned.swap);
+    assert_eq!(interner.count::<NodeShape>(), 1);
     let mut node = |name: &str, cpu: &str| {
         let wire: NodeWire = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"}},
         }))
         .unwrap();
-        NodeInfo::from_wire(wire, &mut interner)
+        let n = NodeInfo::from_wire(wire, &mut interner);
+        assert!(!n.unschedulable, "{name} takes pods");
+        n
     };
     let mut index = NodeIndex::default();
     let mut changes = ChangeSet::new();

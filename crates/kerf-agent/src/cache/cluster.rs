@@ -324,28 +324,30 @@ struct SwapWire {
     capacity: Option<i64>,
 }
 
-/// The fields of a node that the in-place rules read: its own (name, swap, whether it
-/// takes pods), and the rest as a [`NodeShape`] that the nodes agreeing on it share, read
-/// through `Deref`. 32 bytes, held as such in [`NodeIndex`].
+/// The fields of a node that the in-place rules read: its name, and the rest as a
+/// [`NodeShape`] that the nodes agreeing on it share, read through `Deref`. 24 bytes, held
+/// as such in [`NodeIndex`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// Name, interned: the pods on the node hold the same one (`PodInfo::node_name`).
+    /// Name, interned with the node names of the pod watches: the pods on the node hold the
+    /// same one (`PodInfo::node_name`).
     pub name: Arc<str>,
-    /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
-    /// its swap nodes) reports it. No label counts.
-    pub swap: bool,
-    /// spec.unschedulable.
-    pub unschedulable: bool,
     /// The rest, shared with the nodes that have the same.
     shape: Arc<NodeShape>,
 }
 
 /// What the nodes of a pool have in common: their labels but the hostname (zone,
-/// architecture, OS, instance type) and their allocatable resources. Where the scope leaves
-/// few pods but the cluster has thousands of nodes, a vector of labels for each node was
-/// most of the node cache (docs/benchmarks.md, "jemalloc and a smaller binary").
+/// architecture, OS, instance type), their allocatable resources, swap, and whether they
+/// take pods. Where the scope leaves few pods but the cluster has thousands of nodes, a
+/// vector of labels for each node was most of the node cache (docs/benchmarks.md, "jemalloc
+/// and a smaller binary"); a cordoned node or a swap node has a shape of its own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeShape {
+    /// Swap is on: `status.nodeInfo.swap.capacity` above 0, as the kubelet (and kerf-sim on
+    /// its swap nodes) reports it. No label counts.
+    pub swap: bool,
+    /// spec.unschedulable.
+    pub unschedulable: bool,
     /// Labels sorted by key, keys and values interned, without `kubernetes.io/hostname`
     /// when it is the node's name ([`NodeInfo::labels`] gives them all).
     labels: VecMap<Arc<str>, Arc<str>>,
@@ -388,6 +390,8 @@ impl NodeInfo {
             .and_then(|s| s.capacity)
             .is_some_and(|c| c > 0);
         let shape = NodeShape {
+            swap,
+            unschedulable: w.spec.unschedulable,
             labels,
             hostname_is_name,
             allocatable_cpu: w.status.allocatable.cpu,
@@ -395,8 +399,6 @@ impl NodeInfo {
         };
         NodeInfo {
             name: interner.intern_node_name(&name),
-            swap,
-            unschedulable: w.spec.unschedulable,
             shape: interner.share(shape),
         }
     }
