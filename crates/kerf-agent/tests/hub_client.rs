@@ -376,3 +376,81 @@ async fn the_recommendations_outside_the_namespaces_are_handed_over_once_per_lis
     let list = client.state().outside_scope.take().expect("handed over");
     assert_eq!(names(&list), ["web", "db"]);
 }
+
+/// One HTTP/1.1 answer of `body` on `sock`, after reading the request's head.
+#[allow(clippy::unwrap_used)] // test helper: a failure fails the test
+async fn answer_once(sock: &mut tokio::net::TcpStream, body: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            sock.read(&mut byte).await.unwrap(),
+            1,
+            "a whole request head"
+        );
+        head.push(byte[0]);
+    }
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(answer.as_bytes()).await.unwrap();
+}
+
+/// Whether the client closed `sock` within `wait` (it read to the end), or kept it open.
+async fn closed_within(sock: &mut tokio::net::TcpStream, wait: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(wait, sock.read(&mut buf)).await,
+        Ok(Ok(0))
+    )
+}
+
+/// The recommendations are fetched on a connection of their own, which the client closes
+/// once the answer is read: a connection kept for reuse would keep the read buffer it grew
+/// for the list. The configuration's connection is kept for the next request.
+#[tokio::test]
+async fn the_recommendations_connection_is_closed_once_the_answer_is_read() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let shared: SharedClock = Arc::new(TestClock::new(t0()));
+    let mut registry = Registry::with_prefix("kerf_agent");
+    let client = Arc::new(
+        HubClient::new(
+            HubClientConfig::new(url, CLUSTER),
+            HubMetrics::register(&mut registry),
+            shared,
+        )
+        .unwrap(),
+    );
+
+    let fetch = tokio::spawn({
+        let client = client.clone();
+        async move { client.fetch_recommendations().await }
+    });
+    let (mut sock, _) = listener.accept().await.unwrap();
+    answer_once(
+        &mut sock,
+        r#"{"recommendations": [], "generatedAt": "2026-11-04T10:00:00Z"}"#,
+    )
+    .await;
+    assert_eq!(fetch.await.unwrap().unwrap(), Fetch::Updated);
+    assert!(
+        closed_within(&mut sock, Duration::from_secs(5)).await,
+        "the recommendations' connection is closed"
+    );
+
+    let fetch = tokio::spawn({
+        let client = client.clone();
+        async move { client.fetch_config().await }
+    });
+    let (mut sock, _) = listener.accept().await.unwrap();
+    answer_once(&mut sock, "{}").await;
+    assert_eq!(fetch.await.unwrap().unwrap(), Fetch::Updated);
+    assert!(
+        !closed_within(&mut sock, Duration::from_millis(500)).await,
+        "the configuration's connection is kept"
+    );
+}

@@ -77,6 +77,13 @@ struct Answer {
 /// The agent's hub client. Cheap to share behind an `Arc`.
 pub struct HubClient {
     http: reqwest::Client,
+    /// For the recommendations only: a connection of its own for each fetch, closed once
+    /// the answer is read. hyper grows an HTTP/1 connection's read buffer up to about
+    /// 400 KiB for a large body, and a connection kept for reuse keeps that buffer while
+    /// it waits: for a list of a few thousand recommendations, fetched once a
+    /// `hub.pollInterval`, that is more than the new connection costs
+    /// (docs/benchmarks.md, "The cluster around the scope").
+    http_once: reqwest::Client,
     cfg: HubClientConfig,
     base: String,
     token: TokenSource,
@@ -102,9 +109,14 @@ impl HubClient {
         metrics: HubMetrics,
         clock: SharedClock,
     ) -> Result<HubClient, HubClientError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(cfg.connect_timeout)
-            .timeout(cfg.request_timeout)
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(cfg.connect_timeout)
+                .timeout(cfg.request_timeout)
+        };
+        let http = builder().build().map_err(HubClientError::Build)?;
+        let http_once = builder()
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(HubClientError::Build)?;
         let base = format!(
@@ -114,6 +126,7 @@ impl HubClient {
         );
         Ok(HubClient {
             http,
+            http_once,
             token: TokenSource::new(cfg.token_file.clone()),
             cfg,
             base,
@@ -317,9 +330,11 @@ impl HubClient {
         } = request;
         let (token, version) = self.token.current(false).map_err(HubClientError::Token)?;
         self.gated(endpoint, version)?;
-        let mut req = self
-            .http
-            .request(method, format!("{}{}", self.base, endpoint.as_str()));
+        let http = match endpoint {
+            HubEndpoint::Recommendations => &self.http_once,
+            _ => &self.http,
+        };
+        let mut req = http.request(method, format!("{}{}", self.base, endpoint.as_str()));
         if let Some(t) = &token {
             req = req.header(AUTHORIZATION, format!("Bearer {}", t.expose()));
         }
