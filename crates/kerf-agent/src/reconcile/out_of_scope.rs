@@ -123,12 +123,14 @@ fn listed_out<'a>(
     listed: &'a OutsideScopeList,
     scope: &'a Scope,
 ) -> impl Iterator<Item = (u32, u64)> + 'a {
-    listed.iter().enumerate().filter_map(|(i, o)| {
-        scope.lists_out(o.namespace).then(|| {
+    listed
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| scope.lists_out(o.namespace))
+        .filter_map(|(i, o)| {
             let id = hash_of(o.namespace, o.kind, o.name, o.recommendation_id);
             Some((u32::try_from(i).ok()?, id))
-        })?
-    })
+        })
 }
 
 impl Reported {
@@ -289,8 +291,10 @@ impl Reported {
     /// Lets the hub client's list go once every report of it is made and settled: then
     /// nothing of it can be wanted again but through a new answer of the hub's.
     fn drop_list_once_reported(&mut self) {
-        let settled = !self.in_outbox.values().any(|&(_, of_list)| of_list);
-        if self.waiting_listed.is_empty() && settled && !self.listed_dropped {
+        if self.listed.is_none() || !self.waiting_listed.is_empty() || self.listed_dropped {
+            return;
+        }
+        if !self.in_outbox.values().any(|&(_, of_list)| of_list) {
             self.listed = None;
         }
     }
